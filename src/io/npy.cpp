@@ -223,7 +223,12 @@ npy_array parse_npy(std::span<const std::byte> file, std::string_view name, std:
     fail_io(name, "dtype descriptor '" + descr + "' is raw bytes; name the element type (e.g. --dtype bfloat16)");
   }
 
-  const std::int64_t count = element_count(shape);
+  std::int64_t count = 0;
+  try {
+    count = element_count(shape);
+  } catch (const error&) {
+    fail_io(name, "the element count of shape " + format_shape(shape) + " overflows 64-bit integers");
+  }
   const std::int64_t data_bytes =
       detail::checked_mul(count, static_cast<std::int64_t>(item_size), "npy", "data size");
   const std::size_t available = file.size() - prefix - header_length;

@@ -173,6 +173,10 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
                    std::to_string(k) + " is negative");
     }
   }
+  if (rules.exact_rank != 0 && rank != rules.exact_rank) {
+    fail_invalid(name + ": framework " + std::string(to_string(options.framework)) + " requires a rank-" +
+                 std::to_string(rules.exact_rank) + " input, got rank " + std::to_string(rank));
+  }
   switch (g.layout) {
     case layout::nchw:
     case layout::nhwc:
@@ -199,10 +203,6 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
                      std::to_string(rank));
       }
       break;
-  }
-  if (rules.exact_rank != 0 && rank != rules.exact_rank) {
-    fail_invalid(name + ": framework " + std::string(to_string(options.framework)) + " requires a rank-" +
-                 std::to_string(rules.exact_rank) + " input, got rank " + std::to_string(rank));
   }
 
   g.vect_c = g.layout == layout::nchw_vect_c;

@@ -1,0 +1,148 @@
+// The regrid command-line tool, run as a process: round trips, error exits and messages,
+// and the rule that no output file exists after a failure.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "io/npy.hpp"
+#include "regrid/regrid.hpp"
+
+namespace regrid {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct run_result {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("regrid_cli_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string slurp(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  }
+
+  run_result run(const std::string& arguments) const {
+    const std::string out = path("stdout.txt");
+    const std::string err = path("stderr.txt");
+    const std::string command = std::string(REGRID_CLI_PATH) + " " + arguments + " >" + out + " 2>" + err;
+    const int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, DemoRunsEverySeedExample) {
+  const run_result result = run("demo");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("All 10 examples match their documents."), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("MISMATCH"), std::string::npos);
+}
+
+TEST_F(Cli, SpaceToDepthAndBackRoundTrip) {
+  std::mt19937_64 rng(8);
+  tensor x(dtype::float32, {2, 6, 9, 5});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>(rng() % 1000) / 7.0f;
+  io::write_npy(path("x.npy"), x.view());
+  ASSERT_EQ(run(path("x.npy") + " " + path("y.npy") + " --block-size 3 --layout nhwc --mode crd").status, 2)
+      << "positional files without a command must be rejected";
+  const run_result forward =
+      run("space-to-depth " + path("x.npy") + " " + path("y.npy") + " --block-size 3 --layout nhwc --mode crd");
+  ASSERT_EQ(forward.status, 0) << forward.err;
+  const io::npy_array y = io::read_npy(path("y.npy"));
+  const tensor expected = space_to_depth(x, {.block_size = 3, .layout = layout::nhwc, .mode = mode::crd});
+  ASSERT_EQ(y.shape, expected.shape());
+  EXPECT_EQ(std::memcmp(y.storage.data(), expected.data(), expected.size_bytes()), 0);
+  const run_result backward =
+      run("depth-to-space " + path("y.npy") + " " + path("z.npy") + " -b 3 --layout NHWC --mode depth_first");
+  ASSERT_EQ(backward.status, 0) << backward.err;
+  const io::npy_array z = io::read_npy(path("z.npy"));
+  EXPECT_EQ(std::memcmp(z.storage.data(), x.data(), x.size_bytes()), 0);
+}
+
+TEST_F(Cli, Bfloat16KeepsItsDescriptor) {
+  tensor x(dtype::bfloat16, {1, 4, 2, 2});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data_as<std::uint16_t>()[i] = static_cast<std::uint16_t>(0x3f80 + i);
+  io::write_npy(path("x.npy"), x.view());
+  const run_result result =
+      run("depth-to-space " + path("x.npy") + " " + path("y.npy") + " --block-size 2 --framework TORCH --dtype bfloat16");
+  ASSERT_EQ(result.status, 0) << result.err;
+  const io::npy_array y = io::read_npy(path("y.npy"), dtype::bfloat16);
+  EXPECT_EQ(y.descr, "<V2");
+  EXPECT_EQ(y.shape, (shape_t{1, 1, 4, 4}));
+}
+
+TEST_F(Cli, InvalidInputExitsTwoWithTheSentenceAndNoOutput) {
+  io::write_npy(path("x.npy"), tensor(dtype::float32, {1, 30, 32, 3}).view());
+  const run_result indivisible =
+      run("space-to-depth " + path("x.npy") + " " + path("y.npy") + " --block-size 4 --framework tf");
+  EXPECT_EQ(indivisible.status, 2);
+  EXPECT_EQ(indivisible.err, "space_to_depth: input height 30 is not divisible by block_size 4\n");
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+
+  const run_result bad_layout =
+      run("space-to-depth " + path("x.npy") + " " + path("y.npy") + " --block-size 2 --layout NWHC");
+  EXPECT_EQ(bad_layout.status, 2);
+  EXPECT_EQ(bad_layout.err,
+            "regrid: unknown layout 'NWHC' (choose one of NHWC, NCHW, NCHW_VECT_C, channels_first, channels_last)\n");
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+
+  {
+    std::ofstream truncated(path("truncated.npy"), std::ios::binary);
+    const std::string image = io::format_npy(tensor(dtype::int16, {4, 4}).view());
+    truncated << image.substr(0, image.size() - 3);
+  }
+  const run_result truncated = run("depth-to-space " + path("truncated.npy") + " " + path("y.npy") + " -b 2");
+  EXPECT_EQ(truncated.status, 2);
+  EXPECT_NE(truncated.err.find("is truncated"), std::string::npos) << truncated.err;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+
+  const run_result missing = run("space-to-depth " + path("absent.npy") + " " + path("y.npy") + " -b 2");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(missing.err, "npy: cannot open " + path("absent.npy") + " for reading\n");
+
+  const run_result no_block = run("space-to-depth " + path("x.npy") + " " + path("y.npy"));
+  EXPECT_EQ(no_block.status, 2);
+  EXPECT_NE(no_block.err.find("--block-size is required"), std::string::npos) << no_block.err;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+
+  EXPECT_EQ(run("no-such-command").status, 2);
+  EXPECT_EQ(run("").status, 2);
+}
+
+TEST_F(Cli, HelpListsTheCommands) {
+  const run_result help = run("--help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* command : {"space-to-depth", "depth-to-space", "demo"}) {
+    EXPECT_NE(help.out.find(command), std::string::npos) << command;
+  }
+  const run_result command_help = run("space-to-depth --help");
+  EXPECT_EQ(command_help.status, 0);
+  EXPECT_NE(command_help.out.find("--framework"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace regrid

@@ -1,0 +1,237 @@
+// Fast path == reference, bit for bit, over layouts x modes x element widths x block sizes x
+// shapes (K = 1, 2, 3), in both directions; round trips; pre-filled outputs; strided,
+// misaligned, Fortran-order and reversed inputs and outputs with guard bytes.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "regrid/regrid.hpp"
+#include "support/strided.hpp"
+
+namespace regrid {
+namespace {
+
+using testing::all_memory_styles;
+using testing::filled_tensor;
+using testing::random_tensor;
+using testing::same_bytes;
+using testing::strided_buffer;
+
+struct sweep_case {
+  layout memory_layout;
+  mode order;
+  int spatial_rank;
+  dtype type;
+  std::int64_t block;
+  std::int64_t batch;
+  std::int64_t channels;  // space-side channels (channel groups for NCHW_VECT_C)
+  shape_t coarse;         // O_1..O_K
+  int index;              // position in the sweep, picks the strided memory styles
+};
+
+shape_t space_shape_of(const sweep_case& c) {
+  shape_t spatial;
+  for (std::int64_t o : c.coarse) spatial.push_back(o * c.block);
+  shape_t shape{c.batch};
+  const bool last = c.memory_layout == layout::nhwc || c.memory_layout == layout::channels_last;
+  if (!last) shape.push_back(c.channels);
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  if (last) shape.push_back(c.channels);
+  if (c.memory_layout == layout::nchw_vect_c) shape.push_back(4);
+  return shape;
+}
+
+std::vector<sweep_case> make_sweep() {
+  struct layout_config {
+    layout memory_layout;
+    int spatial_rank;
+  };
+  const layout_config layouts[] = {{layout::nchw, 2},           {layout::nhwc, 2},
+                                   {layout::nchw_vect_c, 2},    {layout::channels_first, 1},
+                                   {layout::channels_first, 3}, {layout::channels_last, 1},
+                                   {layout::channels_last, 3}};
+  const dtype types[] = {dtype::uint8, dtype::float16, dtype::float32, dtype::float64, dtype::complex128};
+  const std::int64_t blocks[] = {1, 2, 3, 4, 8};
+  struct shape_config {
+    std::int64_t batch;
+    std::int64_t channels;
+    shape_t coarse;
+  };
+  auto shapes_for = [](int spatial_rank) -> std::vector<shape_config> {
+    switch (spatial_rank) {
+      case 1: return {{2, 3, {5}}, {1, 1, {7}}, {3, 4, {1}}};
+      case 2: return {{2, 3, {3, 2}}, {1, 1, {5, 7}}, {1, 16, {2, 3}}};
+      default: return {{1, 2, {2, 1, 3}}, {2, 1, {1, 2, 2}}};
+    }
+  };
+  std::vector<sweep_case> cases;
+  for (const auto& config : layouts) {
+    const bool vect_c = config.memory_layout == layout::nchw_vect_c;
+    for (mode order : {mode::dcr, mode::crd}) {
+      if (vect_c && order == mode::crd) continue;
+      for (dtype type : types) {
+        if (vect_c && size_of(type) != 1) continue;
+        for (std::int64_t block : blocks) {
+          for (const auto& shape : shapes_for(config.spatial_rank)) {
+            const std::int64_t channels = vect_c ? (shape.channels + 1) / 2 : shape.channels;
+            cases.push_back({config.memory_layout, order, config.spatial_rank, vect_c ? dtype::qint8 : type, block,
+                             shape.batch, channels, shape.coarse, static_cast<int>(cases.size())});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<sweep_case>& info) {
+  const sweep_case& c = info.param;
+  std::string name = std::string(to_string(c.memory_layout)) + "_K" + std::to_string(c.spatial_rank) + "_" +
+                     std::string(to_string(c.order)) + "_" + std::string(to_string(c.type)) + "_b" +
+                     std::to_string(c.block) + "_shape";
+  for (std::int64_t extent : space_shape_of(c)) name += "x" + std::to_string(extent);
+  return name;
+}
+
+class SpaceDepthSweep : public ::testing::TestWithParam<sweep_case> {};
+
+TEST_P(SpaceDepthSweep, FastEqualsReferenceInBothDirections) {
+  const sweep_case& c = GetParam();
+  const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
+  const shape_t space_shape = space_shape_of(c);
+  const shape_t depth_shape = space_to_depth_shape(space_shape, options);
+  ASSERT_EQ(depth_to_space_shape(depth_shape, options), space_shape);
+  std::mt19937_64 rng(static_cast<std::uint64_t>(c.index) * 7919 + 17);
+
+  // space -> depth, outputs pre-filled with different patterns.
+  const tensor x = random_tensor(c.type, space_shape, rng);
+  tensor expected = filled_tensor(c.type, depth_shape, std::byte{0x11});
+  reference::space_to_depth(x, expected.mutable_view(), options);
+  tensor actual = filled_tensor(c.type, depth_shape, std::byte{0x22});
+  space_to_depth(x, actual.mutable_view(), options);
+  EXPECT_TRUE(same_bytes(actual, expected)) << "space_to_depth differs from the reference";
+  EXPECT_TRUE(same_bytes(depth_to_space(actual, options), x)) << "depth_to_space(space_to_depth(x)) != x";
+
+  // depth -> space.
+  const tensor y = random_tensor(c.type, depth_shape, rng);
+  tensor expected_space = filled_tensor(c.type, space_shape, std::byte{0x11});
+  reference::depth_to_space(y, expected_space.mutable_view(), options);
+  tensor actual_space = filled_tensor(c.type, space_shape, std::byte{0x22});
+  depth_to_space(y, actual_space.mutable_view(), options);
+  EXPECT_TRUE(same_bytes(actual_space, expected_space)) << "depth_to_space differs from the reference";
+  EXPECT_TRUE(same_bytes(space_to_depth(actual_space, options), y)) << "space_to_depth(depth_to_space(y)) != y";
+}
+
+TEST_P(SpaceDepthSweep, StridedAndMisalignedOperands) {
+  const sweep_case& c = GetParam();
+  const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
+  const shape_t space_shape = space_shape_of(c);
+  const shape_t depth_shape = space_to_depth_shape(space_shape, options);
+  const auto src_style = all_memory_styles[static_cast<std::size_t>(c.index) % 5];
+  const auto dst_style = all_memory_styles[static_cast<std::size_t>(c.index + 2) % 5];
+  std::mt19937_64 rng(static_cast<std::uint64_t>(c.index) * 104729 + 3);
+
+  const tensor x = random_tensor(c.type, space_shape, rng);
+  strided_buffer src(c.type, space_shape, src_style);
+  src.scatter(x);
+  strided_buffer dst(c.type, depth_shape, dst_style);
+  space_to_depth(src.const_view(), dst.view(), options);
+  EXPECT_TRUE(same_bytes(dst.gather(), space_to_depth(x, options)));
+  EXPECT_TRUE(dst.only_elements_written()) << "space_to_depth wrote outside the output's elements";
+  EXPECT_TRUE(same_bytes(src.gather(), x)) << "space_to_depth modified its input";
+  strided_buffer dst_reference(c.type, depth_shape, dst_style);
+  reference::space_to_depth(src.const_view(), dst_reference.view(), options);
+  EXPECT_TRUE(same_bytes(dst_reference.gather(), dst.gather()));
+
+  const tensor y = random_tensor(c.type, depth_shape, rng);
+  strided_buffer depth_src(c.type, depth_shape, dst_style);
+  depth_src.scatter(y);
+  strided_buffer space_dst(c.type, space_shape, src_style);
+  depth_to_space(depth_src.const_view(), space_dst.view(), options);
+  EXPECT_TRUE(same_bytes(space_dst.gather(), depth_to_space(y, options)));
+  EXPECT_TRUE(space_dst.only_elements_written()) << "depth_to_space wrote outside the output's elements";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, SpaceDepthSweep, ::testing::ValuesIn(make_sweep()), case_name);
+
+// Tensors large enough for the thread pool: multi-threaded == single-threaded == reference.
+TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
+  std::mt19937_64 rng(99);
+  const int saved = num_threads();
+  struct large_case {
+    layout memory_layout;
+    mode order;
+    dtype type;
+    shape_t space_shape;
+    std::int64_t block;
+  };
+  const large_case cases[] = {
+      {layout::nchw, mode::crd, dtype::float32, {2, 3, 96, 128}, 2},
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 192, 160, 16}, 4},
+      {layout::nhwc, mode::crd, dtype::float16, {3, 64, 96, 5}, 2},
+      {layout::channels_first, mode::dcr, dtype::float64, {1, 2, 24, 24, 24}, 3},
+      {layout::channels_last, mode::dcr, dtype::int32, {1, 300000, 1}, 1},
+  };
+  for (const auto& c : cases) {
+    const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
+    const tensor x = random_tensor(c.type, c.space_shape, rng);
+    const shape_t depth_shape = space_to_depth_shape(c.space_shape, options);
+    tensor expected(c.type, depth_shape);
+    reference::space_to_depth(x, expected.mutable_view(), options);
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      const tensor depth = space_to_depth(x, options);
+      EXPECT_TRUE(same_bytes(depth, expected)) << to_string(c.memory_layout) << " threads " << threads;
+      EXPECT_TRUE(same_bytes(depth_to_space(depth, options), x)) << to_string(c.memory_layout) << " threads " << threads;
+    }
+  }
+  set_num_threads(saved);
+}
+
+// Every dtype moves bit for bit, quantized ones with their parameters passed through.
+TEST(SpaceDepthTypes, EveryDtypeRoundTripsAndKeepsQuantization) {
+  std::mt19937_64 rng(5);
+  for (dtype type : all_dtypes) {
+    const tensor x = random_tensor(type, {2, 4, 6, 3}, rng);
+    const space_depth_options options{.block_size = 2, .layout = layout::nhwc};
+    tensor expected(type, {2, 2, 3, 12});
+    reference::space_to_depth(x, expected.mutable_view(), options);
+    const tensor depth = space_to_depth(x, options);
+    EXPECT_TRUE(same_bytes(depth, expected)) << to_string(type);
+    EXPECT_TRUE(same_bytes(depth_to_space(depth, options), x)) << to_string(type);
+  }
+  const quantization q{0.125f, 7};
+  tensor quantized(dtype::quint8, {1, 2, 2, 4}, q);
+  const tensor moved = depth_to_space(quantized, {.block_size = 2, .framework = framework::nnapi});
+  ASSERT_TRUE(moved.quant().has_value());
+  EXPECT_EQ(*moved.quant(), q);
+}
+
+TEST(SpaceDepthEmpty, ZeroSizeTensorsGiveEmptyOutputs) {
+  const space_depth_options options{.block_size = 2, .layout = layout::nchw};
+  tensor x(dtype::float32, {0, 3, 4, 6});
+  const tensor y = space_to_depth(x, options);
+  EXPECT_EQ(y.shape(), (shape_t{0, 12, 2, 3}));
+  EXPECT_EQ(y.numel(), 0);
+  tensor no_channels(dtype::float32, {2, 0, 4, 4});
+  EXPECT_EQ(depth_to_space(no_channels, options).shape(), (shape_t{2, 0, 8, 8}));
+  tensor no_width(dtype::uint8, {1, 4, 0, 2});
+  EXPECT_EQ(space_to_depth(no_width, {.block_size = 2, .layout = layout::nhwc}).shape(), (shape_t{1, 2, 0, 8}));
+}
+
+// Block size 1 is the identity for every framework that allows it.
+TEST(SpaceDepthIdentity, BlockSizeOneCopies) {
+  std::mt19937_64 rng(11);
+  const tensor x = random_tensor(dtype::float32, {1, 5, 7, 3}, rng);
+  for (framework rules : {framework::nnapi, framework::onnx, framework::openvino, framework::torch,
+                          framework::directml, framework::permissive}) {
+    const space_depth_options options{.block_size = 1, .framework = rules};
+    EXPECT_TRUE(same_bytes(space_to_depth(x, options), x)) << to_string(rules);
+    EXPECT_TRUE(same_bytes(depth_to_space(x, options), x)) << to_string(rules);
+  }
+}
+
+}  // namespace
+}  // namespace regrid
