@@ -2,6 +2,7 @@
 #pragma once
 
 #include "regrid/dtype.hpp"        // IWYU pragma: export
+#include "regrid/roi_pool.hpp"     // IWYU pragma: export
 #include "regrid/runtime.hpp"      // IWYU pragma: export
 #include "regrid/space_depth.hpp"  // IWYU pragma: export
 #include "regrid/status.hpp"       // IWYU pragma: export

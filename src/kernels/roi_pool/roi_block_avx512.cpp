@@ -1,0 +1,3 @@
+// The ROI block kernel built for the avx512 level (flags set in CMakeLists.txt).
+#define REGRID_ROI_BLOCK_NAME roi_block_avx512
+#include "kernels/roi_pool/roi_block.inc"

@@ -1,0 +1,3 @@
+// The ROI block kernel built for the scalar level (flags set in CMakeLists.txt).
+#define REGRID_ROI_BLOCK_NAME roi_block_scalar
+#include "kernels/roi_pool/roi_block.inc"

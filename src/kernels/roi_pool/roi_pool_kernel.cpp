@@ -1,0 +1,343 @@
+#include "kernels/roi_pool/roi_pool_kernel.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "core/checked.hpp"
+#include "core/float16.hpp"
+#include "kernels/permute/permute.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace regrid::kernels {
+namespace {
+
+// Channels pooled together: the block's accumulators stay in L1.
+constexpr std::int64_t channel_block = 64;
+
+roi_lane lane_of(dtype type) {
+  switch (type) {
+    case dtype::float64: return roi_lane::f64;
+    case dtype::quint8: return roi_lane::u8;
+    case dtype::qint8: return roi_lane::i8;
+    default: return roi_lane::f32;
+  }
+}
+
+std::size_t lane_size(roi_lane lane) {
+  switch (lane) {
+    case roi_lane::f32: return 4;
+    case roi_lane::f64: return 8;
+    default: return 1;
+  }
+}
+
+roi_block_fn select_block(roi_lane lane, roi_max_rule rule, bool track) {
+  switch (active_isa()) {
+    case isa::avx512: return roi_block_avx512(lane, rule, track);
+    case isa::avx2: return roi_block_avx2(lane, rule, track);
+    case isa::scalar: break;
+  }
+  return roi_block_scalar(lane, rule, track);
+}
+
+// Lane values of the seeds for a dtype: T(-FLT_MAX) and numeric_limits<T>::lowest().
+struct lane_constants {
+  alignas(8) std::byte seed[8]{};
+  alignas(8) std::byte empty[8]{};
+};
+
+lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_point) {
+  lane_constants k;
+  auto put = [](std::byte* to, auto value) { std::memcpy(to, &value, sizeof value); };
+  switch (type) {
+    case dtype::float64:
+      put(k.seed, rule == roi_max_rule::std_max_from_lowest ? std::numeric_limits<double>::lowest()
+                                                               : static_cast<double>(-FLT_MAX));
+      put(k.empty, 0.0);
+      break;
+    case dtype::float32:
+      put(k.seed, -FLT_MAX);
+      put(k.empty, 0.0f);
+      break;
+    case dtype::float16:  // -FLT_MAX overflows to -inf in half; lowest() is -65504
+      put(k.seed, rule == roi_max_rule::std_max_from_lowest ? -65504.0f : -std::numeric_limits<float>::infinity());
+      put(k.empty, 0.0f);
+      break;
+    case dtype::bfloat16:  // -FLT_MAX rounds to -inf in bfloat16; lowest() is 0xFF7F
+      put(k.seed, rule == roi_max_rule::std_max_from_lowest ? detail::bfloat16_to_float(0xFF7F)
+                                                               : -std::numeric_limits<float>::infinity());
+      put(k.empty, 0.0f);
+      break;
+    case dtype::quint8: put(k.empty, static_cast<std::uint8_t>(zero_point)); break;
+    case dtype::qint8: put(k.empty, static_cast<std::int8_t>(zero_point)); break;
+    default: break;
+  }
+  return k;
+}
+
+// The input as contiguous NHWC in lane type: borrowed when it already is, else staged.
+struct staged_input {
+  std::vector<std::byte> storage;
+  const std::byte* data = nullptr;
+};
+
+staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
+  staged_input staged;
+  const std::size_t width = input.element_size();
+  const bool widen = input.type() == dtype::float16 || input.type() == dtype::bfloat16;
+  // NHWC order of the input's axes: N, H, W, C.
+  const int axis_of[4] = {0, p.layout == layout::nchw ? 2 : 1, p.layout == layout::nchw ? 3 : 2,
+                          p.layout == layout::nchw ? 1 : 3};
+  bool packed = true;
+  std::int64_t expected = 1;
+  for (int k = 3; k >= 0; --k) {
+    const int axis = axis_of[k];
+    if (input.shape()[axis] != 1 && input.strides()[axis] != expected) packed = false;
+    expected *= input.shape()[axis];
+  }
+  if (packed && !widen) {
+    staged.data = input.data();
+    return staged;
+  }
+  const std::int64_t count = input.numel();
+  std::vector<std::byte> raw(static_cast<std::size_t>(count) * width);
+  std::vector<permute_axis> axes;
+  std::int64_t stride = static_cast<std::int64_t>(width);
+  std::vector<std::int64_t> dst_stride(4);
+  for (int k = 3; k >= 0; --k) {
+    dst_stride[static_cast<std::size_t>(k)] = stride;
+    stride *= input.shape()[axis_of[k]];
+  }
+  for (int k = 0; k < 4; ++k) {
+    const int axis = axis_of[k];
+    axes.push_back({input.shape()[axis], input.strides()[axis] * static_cast<std::int64_t>(width),
+                    dst_stride[static_cast<std::size_t>(k)]});
+  }
+  run_permute(plan_permute(axes, width), input.data(), raw.data(), num_threads());
+  if (!widen) {
+    staged.storage = std::move(raw);
+  } else {
+    staged.storage.resize(static_cast<std::size_t>(count) * 4);
+    const bool half = input.type() == dtype::float16;
+    runtime::parallel_for(count, count < 65536 ? 1 : num_threads(), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        std::uint16_t bits = 0;
+        std::memcpy(&bits, raw.data() + i * 2, 2);
+        const float value = half ? detail::half_to_float(bits) : detail::bfloat16_to_float(bits);
+        std::memcpy(staged.storage.data() + i * 4, &value, 4);
+      }
+    });
+  }
+  staged.data = staged.storage.data();
+  return staged;
+}
+
+// Writes one lane value as the output dtype (exact: it is an input value, a seed or 0).
+void store_value(dtype type, roi_lane lane, const std::byte* from, std::byte* to) {
+  if (type == dtype::float16 || type == dtype::bfloat16) {
+    float value = 0;
+    std::memcpy(&value, from, 4);
+    const std::uint16_t bits = type == dtype::float16 ? detail::float_to_half(value) : detail::float_to_bfloat16(value);
+    std::memcpy(to, &bits, 2);
+  } else {
+    std::memcpy(to, from, lane_size(lane));
+  }
+}
+
+}  // namespace
+
+void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>& boxes, const tensor_view& input,
+                      const mutable_tensor_view& output, const std::optional<mutable_tensor_view>& argmax) {
+  if (output.numel() == 0) return;
+  const roi_lane lane = lane_of(p.type);
+  const std::size_t lane_bytes = lane_size(lane);
+  const lane_constants constants = constants_for(p.type, p.semantics.max_rule, p.zero_point);
+  const bool track = argmax.has_value();
+  const roi_block_fn block = select_block(lane, p.semantics.max_rule, track);
+  const staged_input staged = input.numel() > 0 ? stage_nhwc(p, input) : staged_input{};
+  const std::int64_t plane = p.height * p.width * p.channels;
+  const std::int64_t cells = p.pooled_height * p.pooled_width;
+  const std::int64_t blocks = (p.channels + channel_block - 1) / channel_block;
+  const std::int64_t items = p.roi_count * blocks;
+  const bool nchw = p.layout == layout::nchw;
+  const auto out_size = static_cast<std::int64_t>(output.element_size());
+  // Output element (r, c, cell) -> offset in elements, for either layout.
+  const std::int64_t* os = output.strides().data();
+  auto out_offset = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
+    return nchw ? r * os[0] + c * os[1] + ph * os[2] + pw * os[3] : r * os[0] + ph * os[1] + pw * os[2] + c * os[3];
+  };
+  const std::int64_t* as = track ? argmax->strides().data() : nullptr;
+  auto arg_offset = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
+    return nchw ? r * as[0] + c * as[1] + ph * as[2] + pw * as[3] : r * as[0] + ph * as[1] + pw * as[2] + c * as[3];
+  };
+  const std::int64_t work = p.roi_count * p.channels * cells * 16;
+  const int threads = work < (1 << 16) ? 1 : num_threads();
+
+  runtime::parallel_for(items, threads, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::byte> cell_values(static_cast<std::size_t>(cells * channel_block) * lane_bytes);
+    std::vector<std::int32_t> cell_args(track ? static_cast<std::size_t>(cells * channel_block) : 0);
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t r = item / blocks;
+      const std::int64_t c0 = (item % blocks) * channel_block;
+      const std::int64_t n = std::min(channel_block, p.channels - c0);
+      const ops::roi_box& box = boxes[static_cast<std::size_t>(r)];
+      if (box.batch < 0) {  // terminated by OpenVINO's -1 sentinel: zeros
+        for (std::int64_t i = 0; i < cells * n; ++i) {
+          std::memcpy(cell_values.data() + i * static_cast<std::int64_t>(lane_bytes), constants.empty, lane_bytes);
+          if (track) cell_args[static_cast<std::size_t>(i)] = -1;
+        }
+      } else {
+        roi_block_args args;
+        args.image = staged.data + box.batch * plane * static_cast<std::int64_t>(lane_bytes);
+        args.width = p.width;
+        args.channels = p.channels;
+        args.first_channel = c0;
+        args.block_channels = n;
+        args.hstart = box.hstart.data();
+        args.hend = box.hend.data();
+        args.wstart = box.wstart.data();
+        args.wend = box.wend.data();
+        args.pooled_height = p.pooled_height;
+        args.pooled_width = p.pooled_width;
+        args.cells = cell_values.data();
+        args.argmax = track ? cell_args.data() : nullptr;
+        args.seed = constants.seed;
+        args.empty = constants.empty;
+        block(args);
+      }
+      for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
+        for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+          const std::int64_t cell = ph * p.pooled_width + pw;
+          for (std::int64_t c = 0; c < n; ++c) {
+            store_value(p.type, lane, cell_values.data() + (cell * n + c) * static_cast<std::int64_t>(lane_bytes),
+                        output.data() + out_offset(r, c0 + c, ph, pw) * out_size);
+            if (track) {
+              const std::int32_t index = cell_args[static_cast<std::size_t>(cell * n + c)];
+              std::memcpy(argmax->data() + arg_offset(r, c0 + c, ph, pw) * 4, &index, 4);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+template <class Index>
+std::int64_t load_index(const std::byte* at) {
+  Index value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+// grad += g in the gradient's dtype, rounding after each addition as the frameworks do.
+void accumulate(dtype type, std::byte* target, const std::byte* g) {
+  switch (type) {
+    case dtype::float32: {
+      float a, b;
+      std::memcpy(&a, target, 4);
+      std::memcpy(&b, g, 4);
+      a += b;
+      std::memcpy(target, &a, 4);
+      break;
+    }
+    case dtype::float64: {
+      double a, b;
+      std::memcpy(&a, target, 8);
+      std::memcpy(&b, g, 8);
+      a += b;
+      std::memcpy(target, &a, 8);
+      break;
+    }
+    default: {
+      const bool half = type == dtype::float16;
+      std::uint16_t a, b;
+      std::memcpy(&a, target, 2);
+      std::memcpy(&b, g, 2);
+      const float sum = half ? detail::half_to_float(a) + detail::half_to_float(b)
+                             : detail::bfloat16_to_float(a) + detail::bfloat16_to_float(b);
+      const std::uint16_t bits = half ? detail::float_to_half(sum) : detail::float_to_bfloat16(sum);
+      std::memcpy(target, &bits, 2);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax,
+                       const std::optional<tensor_view>& roi_batch, const mutable_tensor_view& grad_input,
+                       regrid::layout layout) {
+  const bool nchw = layout == layout::nchw;
+  const shape_t& in = grad_input.shape();
+  const shape_t& go = grad_output.shape();
+  const std::int64_t batch = in[0];
+  const std::int64_t channels = nchw ? in[1] : in[3];
+  const std::int64_t height = nchw ? in[2] : in[1];
+  const std::int64_t width = nchw ? in[3] : in[2];
+  const std::int64_t rois = go[0];
+  const std::int64_t ph_count = nchw ? go[2] : go[1];
+  const std::int64_t pw_count = nchw ? go[3] : go[2];
+  const std::int64_t plane = height * width;
+  auto at = [&](const auto& view, std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
+    const std::int64_t* s = view.strides().data();
+    const std::int64_t offset = nchw ? r * s[0] + c * s[1] + ph * s[2] + pw * s[3] : r * s[0] + ph * s[1] + pw * s[2] + c * s[3];
+    return view.data() + offset * static_cast<std::int64_t>(view.element_size());
+  };
+  auto index_at = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
+    const std::byte* p = at(argmax, r, c, ph, pw);
+    return argmax.type() == dtype::int32 ? load_index<std::int32_t>(p) : load_index<std::int64_t>(p);
+  };
+  std::vector<std::int64_t> batch_of(static_cast<std::size_t>(rois), 0);
+  for (std::int64_t r = 0; r < rois && roi_batch; ++r) {
+    const std::byte* p = roi_batch->data() + r * roi_batch->strides()[0] * static_cast<std::int64_t>(roi_batch->element_size());
+    batch_of[static_cast<std::size_t>(r)] =
+        roi_batch->type() == dtype::int32 ? load_index<std::int32_t>(p) : load_index<std::int64_t>(p);
+    if (batch_of[static_cast<std::size_t>(r)] < -1 || batch_of[static_cast<std::size_t>(r)] >= batch) {
+      detail::fail_invalid("roi_pool_backward: ROI " + std::to_string(r) + " has batch index " +
+                           std::to_string(batch_of[static_cast<std::size_t>(r)]) + ", outside [0, " + std::to_string(batch) + ")");
+    }
+  }
+  // Validate every index before the first write.
+  for (std::int64_t r = 0; r < rois; ++r) {
+    for (std::int64_t c = 0; c < channels; ++c) {
+      for (std::int64_t ph = 0; ph < ph_count; ++ph) {
+        for (std::int64_t pw = 0; pw < pw_count; ++pw) {
+          const std::int64_t index = index_at(r, c, ph, pw);
+          if (index < -1 || index >= plane) {
+            detail::fail_invalid("roi_pool_backward: argmax " + std::to_string(index) + " at [" + std::to_string(r) + ", " +
+                                 std::to_string(c) + ", " + std::to_string(ph) + ", " + std::to_string(pw) +
+                                 "] is outside [-1, " + std::to_string(plane) + ") for a " + std::to_string(height) + "x" +
+                                 std::to_string(width) + " plane");
+          }
+        }
+      }
+    }
+  }
+  const auto size = static_cast<std::int64_t>(grad_input.element_size());
+  // Channels never share an input element, so threads split channels and each plane keeps the
+  // sequential order ROI, ph, pw: the sums are deterministic and identical to a serial loop.
+  const std::int64_t work = rois * channels * ph_count * pw_count;
+  runtime::parallel_for(channels, work < (1 << 16) ? 1 : num_threads(), [&](std::int64_t c_begin, std::int64_t c_end) {
+    for (std::int64_t c = c_begin; c < c_end; ++c) {
+      for (std::int64_t r = 0; r < rois; ++r) {
+        const std::int64_t b = batch_of[static_cast<std::size_t>(r)];
+        if (b < 0) continue;
+        for (std::int64_t ph = 0; ph < ph_count; ++ph) {
+          for (std::int64_t pw = 0; pw < pw_count; ++pw) {
+            const std::int64_t index = index_at(r, c, ph, pw);
+            if (index < 0) continue;
+            const std::int64_t offset = nchw ? (b * channels + c) * plane + index : (b * plane + index) * channels + c;
+            accumulate(grad_input.type(), grad_input.data() + offset * size, at(grad_output, r, c, ph, pw));
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace regrid::kernels

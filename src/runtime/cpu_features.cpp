@@ -1,0 +1,65 @@
+#include <atomic>
+#include <cstdlib>
+
+#include "core/checked.hpp"
+#include "regrid/runtime.hpp"
+
+namespace regrid {
+namespace {
+
+isa detect() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return isa::avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c")) {
+    return isa::avx2;
+  }
+#endif
+  return isa::scalar;
+}
+
+std::atomic<int>& cap_setting() {
+  static std::atomic<int> cap{[] {
+    if (const char* env = std::getenv("REGRID_MAX_ISA")) {
+      if (auto parsed = parse_isa(env)) return static_cast<int>(*parsed);
+    }
+    return static_cast<int>(isa::avx512);
+  }()};
+  return cap;
+}
+
+}  // namespace
+
+std::string_view to_string(isa value) noexcept {
+  switch (value) {
+    case isa::scalar: return "scalar";
+    case isa::avx2: return "avx2";
+    case isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<isa> parse_isa(std::string_view text) noexcept {
+  for (isa value : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (detail::iequals(to_string(value), text)) return value;
+  }
+  return std::nullopt;
+}
+
+isa detected_isa() noexcept {
+  static const isa detected = detect();
+  return detected;
+}
+
+isa active_isa() noexcept {
+  const int cap = cap_setting().load(std::memory_order_relaxed);
+  const auto best = static_cast<int>(detected_isa());
+  return static_cast<isa>(cap < best ? cap : best);
+}
+
+void set_max_isa(isa cap) noexcept { cap_setting().store(static_cast<int>(cap), std::memory_order_relaxed); }
+
+}  // namespace regrid
