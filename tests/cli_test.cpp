@@ -58,7 +58,7 @@ class Cli : public ::testing::Test {
 TEST_F(Cli, DemoRunsEverySeedExample) {
   const run_result result = run("demo");
   EXPECT_EQ(result.status, 0) << result.err;
-  EXPECT_NE(result.out.find("All 10 examples match their documents."), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("All 11 examples match their documents."), std::string::npos) << result.out;
   EXPECT_EQ(result.out.find("MISMATCH"), std::string::npos);
 }
 
@@ -133,10 +133,54 @@ TEST_F(Cli, InvalidInputExitsTwoWithTheSentenceAndNoOutput) {
   EXPECT_EQ(run("").status, 2);
 }
 
+TEST_F(Cli, RoiPoolForwardAndBackward) {
+  tensor x(dtype::float32, {2, 3, 6, 6});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 37) % 101);
+  tensor rois(dtype::float32, {2, 5});
+  const float boxes[] = {1, 0, 0, 5, 5, 0, 2, 1, 9, 7};
+  std::copy(boxes, boxes + 10, rois.data_as<float>());
+  io::write_npy(path("x.npy"), x.view());
+  io::write_npy(path("rois.npy"), rois.view());
+  const run_result forward = run("roi-pool " + path("x.npy") + " " + path("rois.npy") + " " + path("y.npy") +
+                                 " --pooled-size 2 3 --spatial-scale 0.5 --framework TorchVision --argmax " + path("a.npy"));
+  ASSERT_EQ(forward.status, 0) << forward.err;
+  const roi_pool_options options{.pooled_height = 2, .pooled_width = 3, .spatial_scale = 0.5,
+                                 .framework = roi_framework::torchvision};
+  const roi_pool_result expected = roi_pool(x, rois, options, std::nullopt, true);
+  const io::npy_array y = io::read_npy(path("y.npy"));
+  const io::npy_array a = io::read_npy(path("a.npy"));
+  ASSERT_EQ(y.shape, expected.output.shape());
+  EXPECT_EQ(std::memcmp(y.storage.data(), expected.output.data(), expected.output.size_bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.storage.data(), expected.argmax.data(), expected.argmax.size_bytes()), 0);
+
+  const tensor batch = roi_batch_indices(rois, 2, options);
+  io::write_npy(path("batch.npy"), batch.view());
+  const run_result backward = run("roi-pool-backward " + path("y.npy") + " " + path("a.npy") + " " + path("g.npy") +
+                                  " --input-shape 2 3 6 6 --roi-batch " + path("batch.npy"));
+  ASSERT_EQ(backward.status, 0) << backward.err;
+  const tensor grad = roi_pool_backward(expected.output, expected.argmax, x.shape(), layout::nchw, batch.view());
+  const io::npy_array g = io::read_npy(path("g.npy"));
+  EXPECT_EQ(std::memcmp(g.storage.data(), grad.data(), grad.size_bytes()), 0);
+
+  const run_result missing_batch = run("roi-pool-backward " + path("y.npy") + " " + path("a.npy") + " " +
+                                       path("h.npy") + " --input-shape 2 3 6 6");
+  EXPECT_EQ(missing_batch.status, 2);
+  EXPECT_EQ(missing_batch.err,
+            "roi_pool_backward: the batch index of each ROI is needed when the input batch is 2 (pass roi_batch)\n");
+  EXPECT_FALSE(fs::exists(path("h.npy")));
+
+  const run_result bad_scale = run("roi-pool " + path("x.npy") + " " + path("rois.npy") + " " + path("z.npy") +
+                                   " --pooled-size 2 2 --spatial-scale -1 --argmax " + path("za.npy"));
+  EXPECT_EQ(bad_scale.status, 2);
+  EXPECT_EQ(bad_scale.err, "roi_pool: spatial_scale -1 must be a finite number greater than 0\n");
+  EXPECT_FALSE(fs::exists(path("z.npy")));
+  EXPECT_FALSE(fs::exists(path("za.npy")));
+}
+
 TEST_F(Cli, HelpListsTheCommands) {
   const run_result help = run("--help");
   EXPECT_EQ(help.status, 0);
-  for (const char* command : {"space-to-depth", "depth-to-space", "demo"}) {
+  for (const char* command : {"space-to-depth", "depth-to-space", "roi-pool", "roi-pool-backward", "demo"}) {
     EXPECT_NE(help.out.find(command), std::string::npos) << command;
   }
   const run_result command_help = run("space-to-depth --help");

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace regrid::cli {
 
@@ -23,6 +24,37 @@ struct space_depth_request {
 };
 
 int run_space_depth(const space_depth_request& request);
+
+struct roi_pool_request {
+  std::string input;
+  std::string rois;
+  std::string output;
+  std::vector<std::int64_t> pooled_size;  // PH PW
+  double spatial_scale = 1.0;
+  std::optional<std::string> layout;
+  std::string framework = "directml";
+  std::optional<std::string> rounding;
+  std::optional<std::string> batch_indices;
+  std::optional<double> height_stride;
+  std::optional<double> width_stride;
+  std::optional<std::int32_t> zero_point;
+  std::optional<std::string> argmax;
+  std::optional<std::string> dtype;
+};
+
+int run_roi_pool(const roi_pool_request& request);
+
+struct roi_pool_backward_request {
+  std::string grad_output;
+  std::string argmax;
+  std::string grad_input;
+  std::vector<std::int64_t> input_shape;  // N C H W (or N H W C for NHWC)
+  std::optional<std::string> layout;
+  std::optional<std::string> roi_batch;  // int32/int64 [R] batch index of each ROI
+  std::optional<std::string> dtype;
+};
+
+int run_roi_pool_backward(const roi_pool_backward_request& request);
 
 /// Runs the seed documents' worked examples through the library, prints inputs and outputs,
 /// and checks each against the documented result (exit 1 on a mismatch).

@@ -86,6 +86,36 @@ bool run_case(std::ostream& out, const demo_case& example) {
   return ok;
 }
 
+// The DirectML ROI pooling formula on a 6x6 ramp: SpatialScale 0.5 puts the corners at 0.5 and
+// 4.5, so the rounding rule decides the region.
+bool run_directml_roi_example(std::ostream& out) {
+  out << "DirectML DML_ROI_POOLING_OPERATOR_DESC: X = arange(36) as {1, 1, 6, 6}, ROI [0, 1, 1, 9, 9],\n"
+         "  SpatialScale 0.5, PooledSize 2x2; StartY = ph * RegionHeight / 2 + y1, EndY = ((ph + 1) * "
+         "RegionHeight + 1) / 2 + y1\n";
+  tensor x(dtype::float32, {1, 1, 6, 6});
+  std::iota(x.data_as<float>(), x.data_as<float>() + 36, 0.0f);
+  tensor rois(dtype::float32, {1, 5});
+  const float box[] = {0, 1, 1, 9, 9};
+  std::copy(box, box + 5, rois.data_as<float>());
+  bool ok = true;
+  const std::pair<roi_rounding, std::vector<float>> runs[] = {
+      {roi_rounding::half_away_from_zero, {21, 23, 33, 35}},  // x1 = y1 = 1, x2 = y2 = 5: bins [1,4) [3,6)
+      {roi_rounding::half_to_even, {14, 16, 26, 28}},         // x1 = y1 = 0, x2 = y2 = 4: bins [0,3) [2,5)
+  };
+  for (const auto& [rounding, expected] : runs) {
+    const roi_pool_result result = roi_pool(
+        x, rois, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = 0.5, .rounding = rounding}, std::nullopt, true);
+    out << "  round = " << to_string(rounding) << ": output [";
+    for (int i = 0; i < 4; ++i) out << (i ? ", " : "") << result.output.data_as<float>()[i];
+    out << "], argmax [";
+    for (int i = 0; i < 4; ++i) out << (i ? ", " : "") << result.argmax.data_as<std::int32_t>()[i];
+    out << "]\n";
+    ok = ok && std::equal(expected.begin(), expected.end(), result.output.data_as<float>());
+  }
+  out << (ok ? "  matches the documented formula\n\n" : "  MISMATCH with the documented formula\n\n");
+  return ok;
+}
+
 }  // namespace
 
 int run_demo(std::ostream& out) {
@@ -130,7 +160,8 @@ int run_demo(std::ostream& out) {
   int failures = 0;
   out << "regrid " << REGRID_VERSION_STRING << ": the seed documents' worked examples\n\n";
   for (const auto& example : cases) failures += run_case(out, example) ? 0 : 1;
-  out << (failures == 0 ? "All " + std::to_string(cases.size()) + " examples match their documents.\n"
+  failures += run_directml_roi_example(out) ? 0 : 1;
+  out << (failures == 0 ? "All " + std::to_string(cases.size() + 1) + " examples match their documents.\n"
                         : std::to_string(failures) + " example(s) do not match.\n");
   return failures == 0 ? 0 : 1;
 }

@@ -27,22 +27,56 @@ void add_space_depth_command(CLI::App& app, regrid::cli::space_depth_request& re
   command->callback([&selected, id] { selected = id; });
 }
 
+void add_roi_commands(CLI::App& app, regrid::cli::roi_pool_request& forward,
+                      regrid::cli::roi_pool_backward_request& backward, int& selected, int forward_id, int backward_id) {
+  auto* pool = app.add_subcommand("roi-pool", "ROI max pooling (Fast R-CNN RoIPool), DirectML semantics by default");
+  pool->add_option("input", forward.input, "feature map .npy, [N, C, H, W] (or NHWC)")->required();
+  pool->add_option("rois", forward.rois, "ROIs .npy, [R, 5] = [batch, x1, y1, x2, y2] ([R, 4] for nnapi)")->required();
+  pool->add_option("output", forward.output, "output .npy (written only on success)")->required();
+  pool->add_option("--pooled-size", forward.pooled_size, "PH PW")->expected(2)->required();
+  pool->add_option("--spatial-scale", forward.spatial_scale, "multiplier from ROI to feature coordinates")->capture_default_str();
+  pool->add_option("--layout", forward.layout, "NCHW | NHWC (default: NHWC for nnapi, else NCHW)");
+  pool->add_option("--framework", forward.framework, "directml | onnx | caffe | torchvision | nnapi | openvino")
+      ->capture_default_str();
+  pool->add_option("--rounding", forward.rounding, "half_away_from_zero | half_to_even (default: the framework's)");
+  pool->add_option("--batch-indices", forward.batch_indices, "int32 [R] batch index per ROI (nnapi)");
+  pool->add_option("--height-stride", forward.height_stride, "nnapi: image height / feature height");
+  pool->add_option("--width-stride", forward.width_stride, "nnapi: image width / feature width");
+  pool->add_option("--zero-point", forward.zero_point, "nnapi quant8: read uint8/int8 input as quantized with this zero point");
+  pool->add_option("--argmax", forward.argmax, "also write the int32 argmax (h * W + w, -1 for empty bins)");
+  pool->add_option("--dtype", forward.dtype, "read the input's elements as this type, e.g. bfloat16");
+  pool->callback([&selected, forward_id] { selected = forward_id; });
+
+  auto* grad = app.add_subcommand("roi-pool-backward", "Gradient of ROI max pooling from the output gradient and argmax");
+  grad->add_option("grad_output", backward.grad_output, "output gradient .npy")->required();
+  grad->add_option("argmax", backward.argmax, "argmax .npy from roi-pool --argmax")->required();
+  grad->add_option("grad_input", backward.grad_input, "input gradient .npy to write")->required();
+  grad->add_option("--input-shape", backward.input_shape, "N C H W (N H W C for NHWC)")->expected(4)->required();
+  grad->add_option("--layout", backward.layout, "NCHW | NHWC");
+  grad->add_option("--roi-batch", backward.roi_batch, "int32/int64 [R] batch index of each ROI (needed when N > 1)");
+  grad->add_option("--dtype", backward.dtype, "read the gradient as this type, e.g. bfloat16");
+  grad->callback([&selected, backward_id] { selected = backward_id; });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"regrid " REGRID_VERSION_STRING
-               ": SpaceToDepth / DepthToSpace exactly as TensorFlow, TFLite/NNAPI, ONNX, OpenVINO, "
-               "DirectML and PyTorch define them, on NumPy .npy files."};
+               ": SpaceToDepth, DepthToSpace and ROI max pooling exactly as TensorFlow, TFLite/NNAPI, "
+               "ONNX, OpenVINO, DirectML and PyTorch define them, on NumPy .npy files."};
   app.require_subcommand(1);
   app.set_version_flag("--version", REGRID_VERSION_STRING);
 
-  enum command_id { none, s2d, d2s, demo };
+  enum command_id { none, s2d, d2s, roi, roi_backward, demo };
   int selected = none;
   regrid::cli::space_depth_request to_depth_request;
   regrid::cli::space_depth_request to_space_request;
   to_space_request.to_depth = false;
   add_space_depth_command(app, to_depth_request, true, selected, s2d);
   add_space_depth_command(app, to_space_request, false, selected, d2s);
+  regrid::cli::roi_pool_request roi_request;
+  regrid::cli::roi_pool_backward_request roi_backward_request;
+  add_roi_commands(app, roi_request, roi_backward_request, selected, roi, roi_backward);
   app.add_subcommand("demo", "Run the seed documents' worked examples and check them")
       ->callback([&selected] { selected = demo; });
 
@@ -62,6 +96,8 @@ int main(int argc, char** argv) {
   switch (selected) {
     case s2d: return regrid::cli::run_space_depth(to_depth_request);
     case d2s: return regrid::cli::run_space_depth(to_space_request);
+    case roi: return regrid::cli::run_roi_pool(roi_request);
+    case roi_backward: return regrid::cli::run_roi_pool_backward(roi_backward_request);
     case demo: return regrid::cli::run_demo(std::cout);
     default: return regrid::cli::exit_invalid;
   }
