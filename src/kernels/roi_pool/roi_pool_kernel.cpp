@@ -135,15 +135,28 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   return staged;
 }
 
-// Writes one lane value as the output dtype (exact: it is an input value, a seed or 0).
-void store_value(dtype type, roi_lane lane, const std::byte* from, std::byte* to) {
+template <class Lane>
+void store_typed(const std::byte* values, std::byte* first, std::int64_t step, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) std::memcpy(first + c * step, values + c * static_cast<std::int64_t>(sizeof(Lane)), sizeof(Lane));
+}
+
+// Writes n lane values as the output dtype, `step` bytes apart (exact: each is an input value,
+// a seed or 0).
+void store_channels(dtype type, roi_lane lane, const std::byte* values, std::byte* first, std::int64_t step, std::int64_t n) {
   if (type == dtype::float16 || type == dtype::bfloat16) {
-    float value = 0;
-    std::memcpy(&value, from, 4);
-    const std::uint16_t bits = type == dtype::float16 ? detail::float_to_half(value) : detail::float_to_bfloat16(value);
-    std::memcpy(to, &bits, 2);
-  } else {
-    std::memcpy(to, from, lane_size(lane));
+    const bool half = type == dtype::float16;
+    for (std::int64_t c = 0; c < n; ++c) {
+      float value = 0;
+      std::memcpy(&value, values + c * 4, 4);
+      const std::uint16_t bits = half ? detail::float_to_half(value) : detail::float_to_bfloat16(value);
+      std::memcpy(first + c * step, &bits, 2);
+    }
+    return;
+  }
+  switch (lane) {
+    case roi_lane::f32: store_typed<float>(values, first, step, n); break;
+    case roi_lane::f64: store_typed<double>(values, first, step, n); break;
+    default: store_typed<std::uint8_t>(values, first, step, n); break;
   }
 }
 
@@ -211,13 +224,15 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
       for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
         for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
           const std::int64_t cell = ph * p.pooled_width + pw;
-          for (std::int64_t c = 0; c < n; ++c) {
-            store_value(p.type, lane, cell_values.data() + (cell * n + c) * static_cast<std::int64_t>(lane_bytes),
-                        output.data() + out_offset(r, c0 + c, ph, pw) * out_size);
-            if (track) {
-              const std::int32_t index = cell_args[static_cast<std::size_t>(cell * n + c)];
-              std::memcpy(argmax->data() + arg_offset(r, c0 + c, ph, pw) * 4, &index, 4);
-            }
+          const std::byte* values = cell_values.data() + cell * n * static_cast<std::int64_t>(lane_bytes);
+          std::byte* first = output.data() + out_offset(r, c0, ph, pw) * out_size;
+          const std::int64_t channel_step = (nchw ? os[1] : os[3]) * out_size;
+          store_channels(p.type, lane, values, first, channel_step, n);
+          if (track) {
+            const std::int32_t* indices = cell_args.data() + cell * n;
+            std::byte* to = argmax->data() + arg_offset(r, c0, ph, pw) * 4;
+            const std::int64_t step = (nchw ? as[1] : as[3]) * 4;
+            for (std::int64_t c = 0; c < n; ++c) std::memcpy(to + c * step, indices + c, 4);
           }
         }
       }

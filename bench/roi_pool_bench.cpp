@@ -1,0 +1,106 @@
+// ROI max pooling benchmark: the three detection-head cases, both layouts, forward
+// (with argmax, as torchvision computes it) and backward. Boxes are random inside the image.
+// Single-threaded unless --threads=N is given (before the Google Benchmark flags).
+//
+//   build/release/bench/regrid_roi_bench [--threads=N] [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "regrid/regrid.hpp"
+
+namespace {
+
+struct roi_case {
+  const char* name;
+  regrid::shape_t nchw;  // N, C, H, W
+  std::int64_t rois;
+  std::int64_t pooled;
+  double scale;
+};
+
+const roi_case cases[] = {
+    {"2x256x64x64_r512_7x7_s1/8", {2, 256, 64, 64}, 512, 7, 0.125},
+    {"1x512x38x50_r300_7x7_s1/16", {1, 512, 38, 50}, 300, 7, 0.0625},
+    {"4x64x128x128_r1000_14x14_s1/8", {4, 64, 128, 128}, 1000, 14, 0.125},
+};
+
+struct prepared {
+  regrid::tensor input;
+  regrid::tensor rois;
+  regrid::roi_pool_options options;
+};
+
+prepared prepare(const roi_case& c, regrid::layout memory_layout) {
+  std::mt19937_64 rng(42);
+  const auto [n, ch, h, w] = std::array{c.nchw[0], c.nchw[1], c.nchw[2], c.nchw[3]};
+  prepared p;
+  p.input = regrid::tensor(regrid::dtype::float32,
+                           memory_layout == regrid::layout::nchw ? regrid::shape_t{n, ch, h, w} : regrid::shape_t{n, h, w, ch});
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (std::int64_t i = 0; i < p.input.numel(); ++i) p.input.data_as<float>()[i] = value(rng);
+  // Boxes in image coordinates (feature size / scale), random inside the image.
+  const double image_w = static_cast<double>(w) / c.scale;
+  const double image_h = static_cast<double>(h) / c.scale;
+  p.rois = regrid::tensor(regrid::dtype::float32, {c.rois, 5});
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (std::int64_t r = 0; r < c.rois; ++r) {
+    float* row = p.rois.data_as<float>() + r * 5;
+    const double x1 = unit(rng) * image_w, x2 = unit(rng) * image_w;
+    const double y1 = unit(rng) * image_h, y2 = unit(rng) * image_h;
+    row[0] = static_cast<float>(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)));
+    row[1] = static_cast<float>(std::min(x1, x2));
+    row[2] = static_cast<float>(std::min(y1, y2));
+    row[3] = static_cast<float>(std::max(x1, x2));
+    row[4] = static_cast<float>(std::max(y1, y2));
+  }
+  p.options = {.pooled_height = c.pooled, .pooled_width = c.pooled, .spatial_scale = c.scale,
+               .layout = memory_layout, .framework = regrid::roi_framework::torchvision};
+  return p;
+}
+
+void forward(benchmark::State& state, const roi_case& c, regrid::layout memory_layout) {
+  const prepared p = prepare(c, memory_layout);
+  for (auto _ : state) {
+    regrid::roi_pool_result result = regrid::roi_pool(p.input, p.rois, p.options, std::nullopt, true);
+    benchmark::DoNotOptimize(result.output.data());
+  }
+  state.counters["threads"] = regrid::num_threads();
+}
+
+void backward(benchmark::State& state, const roi_case& c, regrid::layout memory_layout) {
+  const prepared p = prepare(c, memory_layout);
+  const regrid::roi_pool_result result = regrid::roi_pool(p.input, p.rois, p.options, std::nullopt, true);
+  const regrid::tensor batch = regrid::roi_batch_indices(p.rois, c.nchw[0], p.options);
+  for (auto _ : state) {
+    regrid::tensor grad = regrid::roi_pool_backward(result.output, result.argmax, p.input.shape(), memory_layout, batch.view());
+    benchmark::DoNotOptimize(grad.data());
+  }
+  state.counters["threads"] = regrid::num_threads();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  if (argc > 1 && std::strncmp(argv[1], "--threads=", 10) == 0) {
+    threads = std::atoi(argv[1] + 10);
+    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
+    --argc;
+  }
+  regrid::set_num_threads(threads);
+  for (const auto& c : cases) {
+    for (regrid::layout memory_layout : {regrid::layout::nchw, regrid::layout::nhwc}) {
+      const std::string suffix = std::string(c.name) + "/" + std::string(regrid::to_string(memory_layout));
+      benchmark::RegisterBenchmark(("roi_pool_forward/" + suffix).c_str(), forward, c, memory_layout)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("roi_pool_backward/" + suffix).c_str(), backward, c, memory_layout)->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
