@@ -98,7 +98,9 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
     if (input.shape()[axis] != 1 && input.strides()[axis] != expected) packed = false;
     expected *= input.shape()[axis];
   }
-  if (packed && !widen) {
+  // Borrowing is only legal when the base is aligned for the lane type; otherwise copy.
+  const bool aligned = reinterpret_cast<std::uintptr_t>(input.data()) % width == 0;
+  if (packed && !widen && aligned) {
     staged.data = input.data();
     return staged;
   }
