@@ -71,6 +71,19 @@ void forward(benchmark::State& state, const roi_case& c, regrid::layout memory_l
   state.counters["threads"] = regrid::num_threads();
 }
 
+// Into preallocated buffers, as an inference runtime calls it.
+void forward_into(benchmark::State& state, const roi_case& c, regrid::layout memory_layout) {
+  const prepared p = prepare(c, memory_layout);
+  const regrid::shape_t shape = regrid::roi_pool_shape(p.input.shape(), c.rois, p.options);
+  regrid::tensor output(regrid::dtype::float32, shape);
+  regrid::tensor argmax(regrid::dtype::int32, shape);
+  for (auto _ : state) {
+    regrid::roi_pool(p.input, p.rois, output.mutable_view(), p.options, std::nullopt, argmax.mutable_view());
+    benchmark::DoNotOptimize(output.data());
+  }
+  state.counters["threads"] = regrid::num_threads();
+}
+
 void backward(benchmark::State& state, const roi_case& c, regrid::layout memory_layout) {
   const prepared p = prepare(c, memory_layout);
   const regrid::roi_pool_result result = regrid::roi_pool(p.input, p.rois, p.options, std::nullopt, true);
@@ -96,6 +109,8 @@ int main(int argc, char** argv) {
     for (regrid::layout memory_layout : {regrid::layout::nchw, regrid::layout::nhwc}) {
       const std::string suffix = std::string(c.name) + "/" + std::string(regrid::to_string(memory_layout));
       benchmark::RegisterBenchmark(("roi_pool_forward/" + suffix).c_str(), forward, c, memory_layout)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("roi_pool_forward_into/" + suffix).c_str(), forward_into, c, memory_layout)
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("roi_pool_backward/" + suffix).c_str(), backward, c, memory_layout)->Unit(benchmark::kMillisecond);
     }
   }

@@ -93,11 +93,19 @@ class basic_tensor_view {
 using tensor_view = basic_tensor_view<const std::byte>;
 using mutable_tensor_view = basic_tensor_view<std::byte>;
 
-/// An owning, C-contiguous tensor with 64-byte aligned, zero-initialized storage.
+/// Tag for tensor's constructor: leave the storage uninitialized (the caller writes every element).
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
+/// An owning, C-contiguous tensor with 64-byte aligned storage, zero-initialized unless
+/// constructed with `uninitialized`.
 class tensor {
  public:
   tensor() = default;
   tensor(dtype type, shape_t shape, std::optional<quantization> quant = std::nullopt);
+  tensor(uninitialized_t, dtype type, shape_t shape, std::optional<quantization> quant = std::nullopt);
 
   [[nodiscard]] dtype type() const noexcept { return type_; }
   [[nodiscard]] const shape_t& shape() const noexcept { return shape_; }

@@ -71,6 +71,11 @@ void validate_view(const void* data, dtype type, std::span<const std::int64_t> s
 void tensor::aligned_free::operator()(std::byte* p) const noexcept { std::free(p); }
 
 tensor::tensor(dtype type, shape_t shape, std::optional<quantization> quant)
+    : tensor(uninitialized, type, std::move(shape), quant) {
+  std::memset(storage_.get(), 0, size_bytes());
+}
+
+tensor::tensor(uninitialized_t, dtype type, shape_t shape, std::optional<quantization> quant)
     : type_(type), shape_(std::move(shape)), quant_(quant) {
   detail::validate_view(reinterpret_cast<const void*>(1), type_, shape_, contiguous_strides(shape_));
   numel_ = element_count(shape_);
@@ -80,7 +85,6 @@ tensor::tensor(dtype type, shape_t shape, std::optional<quantization> quant)
   const std::size_t rounded = (static_cast<std::size_t>(bytes) + alignment - 1) / alignment * alignment;
   void* memory = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
   if (memory == nullptr) throw std::bad_alloc();
-  std::memset(memory, 0, rounded == 0 ? alignment : rounded);
   storage_.reset(static_cast<std::byte*>(memory));
 }
 

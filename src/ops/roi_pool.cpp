@@ -427,10 +427,10 @@ roi_pool_result roi_pool(const tensor_view& input, const tensor_view& rois, cons
                          const std::optional<tensor_view>& batch_indices, bool return_argmax) {
   const ops::roi_problem p = plan_with_zero_point(input, rois, batch_indices, options);
   roi_pool_result result;
-  result.output = tensor(input.type(), p.output_shape, input.quant());
+  result.output = tensor(uninitialized, input.type(), p.output_shape, input.quant());
   std::optional<mutable_tensor_view> argmax;
   if (return_argmax) {
-    result.argmax = tensor(dtype::int32, p.output_shape);
+    result.argmax = tensor(uninitialized, dtype::int32, p.output_shape);
     argmax = result.argmax.mutable_view();
   }
   roi_pool(input, rois, result.output.mutable_view(), options, batch_indices, argmax);

@@ -422,7 +422,7 @@ void run(space_depth_op op, const tensor_view& src, const mutable_tensor_view& d
 
 tensor run_allocating(space_depth_op op, const tensor_view& src, const space_depth_options& options) {
   const space_depth_geometry g = plan_space_depth(op, src.shape(), options);
-  tensor result(src.type(), g.output_shape, src.quant());
+  tensor result(uninitialized, src.type(), g.output_shape, src.quant());
   run(op, src, result.mutable_view(), options);
   return result;
 }

@@ -15,7 +15,7 @@ namespace regrid::kernels {
 namespace {
 
 // Channels pooled together: the block's accumulators stay in L1.
-constexpr std::int64_t channel_block = 64;
+constexpr std::int64_t channel_block = 256;
 
 roi_lane lane_of(dtype type) {
   switch (type) {
@@ -84,6 +84,38 @@ struct staged_input {
   const std::byte* data = nullptr;
 };
 
+// NCHW float32 planes -> NHWC, in tiles of 16 channels x 16 pixels so that both the 16 plane
+// rows read and the 16 pixel runs written stay in L1 (a plain strided copy reads every element
+// from a different page).
+void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& input, std::byte* out) {
+  constexpr std::int64_t tile = 16;
+  const std::int64_t pixels = p.height * p.width;
+  const std::int64_t* s = input.strides().data();
+  const std::int64_t tiles_per_batch = (p.channels + tile - 1) / tile;
+  runtime::parallel_for(p.batch * tiles_per_batch, input.numel() < 65536 ? 1 : num_threads(),
+                        [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t n = item / tiles_per_batch;
+      const std::int64_t c0 = (item % tiles_per_batch) * tile;
+      const std::int64_t c1 = std::min(p.channels, c0 + tile);
+      auto* dst = reinterpret_cast<float*>(out) + n * pixels * p.channels;
+      for (std::int64_t h = 0; h < p.height; ++h) {
+        for (std::int64_t w0 = 0; w0 < p.width; w0 += tile) {
+          const std::int64_t w1 = std::min(p.width, w0 + tile);
+          for (std::int64_t c = c0; c < c1; ++c) {
+            const std::byte* row = input.data() + (n * s[0] + c * s[1] + h * s[2]) * 4;
+            for (std::int64_t w = w0; w < w1; ++w) {
+              float value;
+              std::memcpy(&value, row + w * 4, 4);
+              dst[(h * p.width + w) * p.channels + c] = value;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   staged_input staged;
   const std::size_t width = input.element_size();
@@ -106,19 +138,23 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   }
   const std::int64_t count = input.numel();
   std::vector<std::byte> raw(static_cast<std::size_t>(count) * width);
-  std::vector<permute_axis> axes;
-  std::int64_t stride = static_cast<std::int64_t>(width);
-  std::vector<std::int64_t> dst_stride(4);
-  for (int k = 3; k >= 0; --k) {
-    dst_stride[static_cast<std::size_t>(k)] = stride;
-    stride *= input.shape()[axis_of[k]];
+  if (p.layout == layout::nchw && width == 4 && input.strides()[3] == 1) {
+    transpose_planes_to_nhwc(p, input, raw.data());
+  } else {
+    std::vector<permute_axis> axes;
+    std::int64_t stride = static_cast<std::int64_t>(width);
+    std::vector<std::int64_t> dst_stride(4);
+    for (int k = 3; k >= 0; --k) {
+      dst_stride[static_cast<std::size_t>(k)] = stride;
+      stride *= input.shape()[axis_of[k]];
+    }
+    for (int k = 0; k < 4; ++k) {
+      const int axis = axis_of[k];
+      axes.push_back({input.shape()[axis], input.strides()[axis] * static_cast<std::int64_t>(width),
+                      dst_stride[static_cast<std::size_t>(k)]});
+    }
+    run_permute(plan_permute(axes, width), input.data(), raw.data(), num_threads());
   }
-  for (int k = 0; k < 4; ++k) {
-    const int axis = axis_of[k];
-    axes.push_back({input.shape()[axis], input.strides()[axis] * static_cast<std::int64_t>(width),
-                    dst_stride[static_cast<std::size_t>(k)]});
-  }
-  run_permute(plan_permute(axes, width), input.data(), raw.data(), num_threads());
   if (!widen) {
     staged.storage = std::move(raw);
   } else {
@@ -138,27 +174,77 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
 }
 
 template <class Lane>
-void store_typed(const std::byte* values, std::byte* first, std::int64_t step, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c) std::memcpy(first + c * step, values + c * static_cast<std::int64_t>(sizeof(Lane)), sizeof(Lane));
+void store_typed(const std::byte* values, std::int64_t from_step, std::byte* first, std::int64_t step, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(first + i * step, values + i * from_step, sizeof(Lane));
 }
 
-// Writes n lane values as the output dtype, `step` bytes apart (exact: each is an input value,
-// a seed or 0).
-void store_channels(dtype type, roi_lane lane, const std::byte* values, std::byte* first, std::int64_t step, std::int64_t n) {
+// Writes n lane values, `from_step` bytes apart, as the output dtype `step` bytes apart (exact:
+// each is an input value, a seed or 0).
+void store_channels(dtype type, roi_lane lane, const std::byte* values, std::int64_t from_step, std::byte* first,
+                    std::int64_t step, std::int64_t n) {
   if (type == dtype::float16 || type == dtype::bfloat16) {
     const bool half = type == dtype::float16;
-    for (std::int64_t c = 0; c < n; ++c) {
+    for (std::int64_t i = 0; i < n; ++i) {
       float value = 0;
-      std::memcpy(&value, values + c * 4, 4);
+      std::memcpy(&value, values + i * from_step, 4);
       const std::uint16_t bits = half ? detail::float_to_half(value) : detail::float_to_bfloat16(value);
-      std::memcpy(first + c * step, &bits, 2);
+      std::memcpy(first + i * step, &bits, 2);
     }
     return;
   }
   switch (lane) {
-    case roi_lane::f32: store_typed<float>(values, first, step, n); break;
-    case roi_lane::f64: store_typed<double>(values, first, step, n); break;
-    default: store_typed<std::uint8_t>(values, first, step, n); break;
+    case roi_lane::f32: store_typed<float>(values, from_step, first, step, n); break;
+    case roi_lane::f64: store_typed<double>(values, from_step, first, step, n); break;
+    default: store_typed<std::uint8_t>(values, from_step, first, step, n); break;
+  }
+}
+
+template <class Lane>
+void store_block_typed(bool nchw, const Lane* values, const std::int32_t* args, std::int64_t cells, std::int64_t n,
+                       std::int64_t channels, std::int64_t r, std::int64_t c0, Lane* out, std::int32_t* out_args) {
+  if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each
+               // read is a cache line and the 16 output runs are written in order
+    constexpr std::int64_t strip = 16;
+    Lane* to = out + (r * channels + c0) * cells;
+    std::int32_t* to_args = out_args ? out_args + (r * channels + c0) * cells : nullptr;
+    for (std::int64_t first = 0; first < n; first += strip) {
+      const std::int64_t last = std::min(n, first + strip);
+      for (std::int64_t cell = 0; cell < cells; ++cell) {
+        for (std::int64_t c = first; c < last; ++c) to[c * cells + cell] = values[cell * n + c];
+      }
+      if (to_args) {
+        for (std::int64_t cell = 0; cell < cells; ++cell) {
+          for (std::int64_t c = first; c < last; ++c) to_args[c * cells + cell] = args[cell * n + c];
+        }
+      }
+    }
+  } else {  // out[r, cell, c0 .. c0 + n): one run per cell
+    for (std::int64_t cell = 0; cell < cells; ++cell) {
+      std::memcpy(out + (r * cells + cell) * channels + c0, values + cell * n, static_cast<std::size_t>(n) * sizeof(Lane));
+      if (out_args) {
+        std::memcpy(out_args + (r * cells + cell) * channels + c0, args + cell * n, static_cast<std::size_t>(n) * 4);
+      }
+    }
+  }
+}
+
+void store_block_packed(bool nchw, std::size_t lane_bytes, const std::byte* values, const std::int32_t* args,
+                        std::int64_t cells, std::int64_t n, std::int64_t channels, std::int64_t r, std::int64_t c0,
+                        std::byte* out, std::byte* out_args) {
+  auto* arg_out = reinterpret_cast<std::int32_t*>(out_args);
+  switch (lane_bytes) {
+    case 4:
+      store_block_typed(nchw, reinterpret_cast<const float*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<float*>(out), arg_out);
+      break;
+    case 8:
+      store_block_typed(nchw, reinterpret_cast<const double*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<double*>(out), arg_out);
+      break;
+    default:
+      store_block_typed(nchw, reinterpret_cast<const std::uint8_t*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<std::uint8_t*>(out), arg_out);
+      break;
   }
 }
 
@@ -188,6 +274,13 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   auto arg_offset = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
     return nchw ? r * as[0] + c * as[1] + ph * as[2] + pw * as[3] : r * as[0] + ph * as[1] + pw * as[2] + c * as[3];
   };
+  // Packed outputs whose dtype is the lane type take the typed block store.
+  const bool same_width = p.type != dtype::float16 && p.type != dtype::bfloat16;
+  auto aligned = [](const std::byte* pointer, std::size_t alignment) {
+    return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
+  };
+  const bool packed_output = same_width && output.is_contiguous() && aligned(output.data(), lane_bytes) &&
+                             (!track || (argmax->is_contiguous() && aligned(argmax->data(), 4)));
   const std::int64_t work = p.roi_count * p.channels * cells * 16;
   const int threads = work < (1 << 16) ? 1 : num_threads();
 
@@ -223,18 +316,35 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
         args.empty = constants.empty;
         block(args);
       }
-      for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
-        for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
-          const std::int64_t cell = ph * p.pooled_width + pw;
-          const std::byte* values = cell_values.data() + cell * n * static_cast<std::int64_t>(lane_bytes);
-          std::byte* first = output.data() + out_offset(r, c0, ph, pw) * out_size;
-          const std::int64_t channel_step = (nchw ? os[1] : os[3]) * out_size;
-          store_channels(p.type, lane, values, first, channel_step, n);
+      if (packed_output) {
+        store_block_packed(nchw, lane_bytes, cell_values.data(), track ? cell_args.data() : nullptr, cells, n,
+                           p.channels, r, c0, output.data(), track ? argmax->data() : nullptr);
+      } else if (nchw) {
+        // out[r, c, :, :] is a run of cells per channel: write each run in order.
+        for (std::int64_t c = 0; c < n; ++c) {
+          for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
+            const std::int64_t cell = ph * p.pooled_width;
+            store_channels(p.type, lane, cell_values.data() + (cell * n + c) * static_cast<std::int64_t>(lane_bytes),
+                           n * static_cast<std::int64_t>(lane_bytes), output.data() + out_offset(r, c0 + c, ph, 0) * out_size,
+                           os[3] * out_size, p.pooled_width);
+            if (track) {
+              std::byte* to = argmax->data() + arg_offset(r, c0 + c, ph, 0) * 4;
+              for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+                std::memcpy(to + pw * as[3] * 4, cell_args.data() + (cell + pw) * n + c, 4);
+              }
+            }
+          }
+        }
+      } else {
+        for (std::int64_t cell = 0; cell < cells; ++cell) {
+          const std::int64_t ph = cell / p.pooled_width;
+          const std::int64_t pw = cell % p.pooled_width;
+          store_channels(p.type, lane, cell_values.data() + cell * n * static_cast<std::int64_t>(lane_bytes),
+                         static_cast<std::int64_t>(lane_bytes), output.data() + out_offset(r, c0, ph, pw) * out_size,
+                         os[3] * out_size, n);
           if (track) {
-            const std::int32_t* indices = cell_args.data() + cell * n;
             std::byte* to = argmax->data() + arg_offset(r, c0, ph, pw) * 4;
-            const std::int64_t step = (nchw ? as[1] : as[3]) * 4;
-            for (std::int64_t c = 0; c < n; ++c) std::memcpy(to + c * step, indices + c, 4);
+            for (std::int64_t c = 0; c < n; ++c) std::memcpy(to + c * as[3] * 4, cell_args.data() + cell * n + c, 4);
           }
         }
       }
