@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "io/npy.hpp"
 #include "regrid/regrid.hpp"
 
 namespace {
@@ -34,7 +35,38 @@ struct prepared {
   regrid::roi_pool_options options;
 };
 
+// With REGRID_ROI_INPUTS=DIR, case i reads DIR/case<i>_input.npy (NCHW float32) and
+// DIR/case<i>_rois.npy instead of generating them, so a peer can be timed on identical data.
+std::optional<prepared> load_prepared(const roi_case& c, regrid::layout memory_layout) {
+  const char* dir = std::getenv("REGRID_ROI_INPUTS");
+  if (dir == nullptr) return std::nullopt;
+  std::size_t index = 0;  // benchmarks hold copies of the case: find it by name
+  while (std::strcmp(cases[index].name, c.name) != 0) ++index;
+  const std::string base = std::string(dir) + "/case" + std::to_string(index);
+  const regrid::io::npy_array input = regrid::io::read_npy(base + "_input.npy");
+  const regrid::io::npy_array rois = regrid::io::read_npy(base + "_rois.npy");
+  prepared p;
+  const regrid::shape_t& s = input.shape;
+  p.input = regrid::tensor(regrid::dtype::float32,
+                           memory_layout == regrid::layout::nchw ? s : regrid::shape_t{s[0], s[2], s[3], s[1]});
+  const float* from = reinterpret_cast<const float*>(input.storage.data());
+  float* to = p.input.data_as<float>();
+  for (std::int64_t n = 0; n < s[0]; ++n)
+    for (std::int64_t ch = 0; ch < s[1]; ++ch)
+      for (std::int64_t i = 0; i < s[2] * s[3]; ++i) {
+        const float value = from[(n * s[1] + ch) * s[2] * s[3] + i];
+        if (memory_layout == regrid::layout::nchw) to[(n * s[1] + ch) * s[2] * s[3] + i] = value;
+        else to[(n * s[2] * s[3] + i) * s[1] + ch] = value;
+      }
+  p.rois = regrid::tensor(regrid::dtype::float32, rois.shape);
+  std::memcpy(p.rois.data(), rois.storage.data(), p.rois.size_bytes());
+  p.options = {.pooled_height = c.pooled, .pooled_width = c.pooled, .spatial_scale = c.scale,
+               .layout = memory_layout, .framework = regrid::roi_framework::torchvision};
+  return p;
+}
+
 prepared prepare(const roi_case& c, regrid::layout memory_layout) {
+  if (auto loaded = load_prepared(c, memory_layout)) return std::move(*loaded);
   std::mt19937_64 rng(42);
   const auto [n, ch, h, w] = std::array{c.nchw[0], c.nchw[1], c.nchw[2], c.nchw[3]};
   prepared p;

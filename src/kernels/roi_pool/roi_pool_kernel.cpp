@@ -394,6 +394,40 @@ void accumulate(dtype type, std::byte* target, const std::byte* g) {
   }
 }
 
+// Packed float32/float64 gradients with packed int32 argmax: typed loops. Threads take channel
+// ranges; each thread walks ROI, cell, channel so reads are sequential and every (batch,
+// channel) plane still receives its additions in the order ROI, ph, pw.
+template <class T>
+void scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of, T* grad_in,
+                    bool nchw, std::int64_t rois, std::int64_t channels, std::int64_t cells, std::int64_t plane,
+                    int threads) {
+  runtime::parallel_for(channels, threads, [&](std::int64_t c_begin, std::int64_t c_end) {
+    for (std::int64_t r = 0; r < rois; ++r) {
+      const std::int64_t b = batch_of[static_cast<std::size_t>(r)];
+      if (b < 0) continue;
+      if (nchw) {
+        for (std::int64_t c = c_begin; c < c_end; ++c) {
+          const T* g = grad_out + (r * channels + c) * cells;
+          const std::int32_t* index = argmax + (r * channels + c) * cells;
+          T* target = grad_in + (b * channels + c) * plane;
+          for (std::int64_t cell = 0; cell < cells; ++cell) {
+            if (index[cell] >= 0) target[index[cell]] += g[cell];
+          }
+        }
+      } else {
+        for (std::int64_t cell = 0; cell < cells; ++cell) {
+          const T* g = grad_out + (r * cells + cell) * channels;
+          const std::int32_t* index = argmax + (r * cells + cell) * channels;
+          T* target = grad_in + b * plane * channels;
+          for (std::int64_t c = c_begin; c < c_end; ++c) {
+            if (index[c] >= 0) target[index[c] * channels + c] += g[c];
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax,
@@ -429,8 +463,16 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
                            std::to_string(batch_of[static_cast<std::size_t>(r)]) + ", outside [0, " + std::to_string(batch) + ")");
     }
   }
-  // Validate every index before the first write.
-  for (std::int64_t r = 0; r < rois; ++r) {
+  // Validate every index before the first write: a quick pass over packed int32 data, and the
+  // element-wise pass (which names the offender) only if that finds a problem.
+  bool all_valid = false;
+  if (argmax.is_contiguous() && argmax.type() == dtype::int32 && reinterpret_cast<std::uintptr_t>(argmax.data()) % 4 == 0) {
+    const auto* values = reinterpret_cast<const std::int32_t*>(argmax.data());
+    const std::int64_t count = argmax.numel();
+    all_valid = true;
+    for (std::int64_t i = 0; i < count; ++i) all_valid &= values[i] >= -1 && values[i] < plane;
+  }
+  for (std::int64_t r = 0; r < rois && !all_valid; ++r) {
     for (std::int64_t c = 0; c < channels; ++c) {
       for (std::int64_t ph = 0; ph < ph_count; ++ph) {
         for (std::int64_t pw = 0; pw < pw_count; ++pw) {
@@ -445,11 +487,29 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
       }
     }
   }
+  const std::int64_t work = rois * channels * ph_count * pw_count;
+  const int threads = work < (1 << 16) ? 1 : num_threads();
+  auto aligned = [](const std::byte* pointer, std::size_t alignment) {
+    return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
+  };
+  const bool packed = grad_output.is_contiguous() && argmax.is_contiguous() && argmax.type() == dtype::int32 &&
+                      aligned(grad_output.data(), grad_output.element_size()) && aligned(argmax.data(), 4);
+  const auto* indices = reinterpret_cast<const std::int32_t*>(argmax.data());
+  const std::int64_t cells = ph_count * pw_count;
+  if (packed && grad_output.type() == dtype::float32) {
+    scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
+                   reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
+    return;
+  }
+  if (packed && grad_output.type() == dtype::float64) {
+    scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
+                   reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
+    return;
+  }
   const auto size = static_cast<std::int64_t>(grad_input.element_size());
   // Channels never share an input element, so threads split channels and each plane keeps the
   // sequential order ROI, ph, pw: the sums are deterministic and identical to a serial loop.
-  const std::int64_t work = rois * channels * ph_count * pw_count;
-  runtime::parallel_for(channels, work < (1 << 16) ? 1 : num_threads(), [&](std::int64_t c_begin, std::int64_t c_end) {
+  runtime::parallel_for(channels, threads, [&](std::int64_t c_begin, std::int64_t c_end) {
     for (std::int64_t c = c_begin; c < c_end; ++c) {
       for (std::int64_t r = 0; r < rois; ++r) {
         const std::int64_t b = batch_of[static_cast<std::size_t>(r)];
