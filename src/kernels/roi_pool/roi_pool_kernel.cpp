@@ -199,10 +199,27 @@ void store_channels(dtype type, roi_lane lane, const std::byte* values, std::int
   }
 }
 
+roi_transpose_fn select_transpose() {
+  switch (active_isa()) {
+    case isa::avx512: return roi_transpose_avx512;
+    case isa::avx2: return roi_transpose_avx2;
+    case isa::scalar: break;
+  }
+  return roi_transpose_scalar;
+}
+
 template <class Lane>
 void store_block_typed(bool nchw, const Lane* values, const std::int32_t* args, std::int64_t cells, std::int64_t n,
                        std::int64_t channels, std::int64_t r, std::int64_t c0, Lane* out, std::int32_t* out_args) {
-  if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each
+  if (nchw && sizeof(Lane) == 4) {  // 32-bit lanes: in-register block transposes
+    const roi_transpose_fn transpose = select_transpose();
+    transpose(reinterpret_cast<const std::uint32_t*>(values), cells, n,
+              reinterpret_cast<std::uint32_t*>(out + (r * channels + c0) * cells), cells);
+    if (out_args) {
+      transpose(reinterpret_cast<const std::uint32_t*>(args), cells, n,
+                reinterpret_cast<std::uint32_t*>(out_args + (r * channels + c0) * cells), cells);
+    }
+  } else if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each
                // read is a cache line and the 16 output runs are written in order
     constexpr std::int64_t strip = 16;
     Lane* to = out + (r * channels + c0) * cells;
