@@ -84,16 +84,37 @@ struct staged_input {
   const std::byte* data = nullptr;
 };
 
-// NCHW float32 planes -> NHWC, in tiles of 16 channels x 16 pixels so that both the 16 plane
-// rows read and the 16 pixel runs written stay in L1 (a plain strided copy reads every element
-// from a different page).
+// NCHW 32-bit planes -> NHWC: per batch, a [C][H*W] -> [H*W][C] transpose done in register
+// blocks, split over threads by pixel ranges when the planes are packed; otherwise in tiles of
+// 16 channels x 16 pixels so the rows read and the runs written both stay in L1.
+roi_transpose_fn select_transpose();
+
 void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& input, std::byte* out) {
-  constexpr std::int64_t tile = 16;
   const std::int64_t pixels = p.height * p.width;
   const std::int64_t* s = input.strides().data();
+  const bool packed_planes = s[3] == 1 && s[2] == p.width && s[1] == pixels &&
+                             reinterpret_cast<std::uintptr_t>(input.data()) % 4 == 0;
+  const int threads = input.numel() < 65536 ? 1 : num_threads();
+  if (packed_planes) {
+    const roi_transpose_fn transpose = select_transpose();
+    constexpr std::int64_t pixel_block = 256;
+    const std::int64_t blocks = (pixels + pixel_block - 1) / pixel_block;
+    runtime::parallel_for(p.batch * blocks, threads, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t item = begin; item < end; ++item) {
+        const std::int64_t n = item / blocks;
+        const std::int64_t first = (item % blocks) * pixel_block;
+        const std::int64_t count = std::min(pixel_block, pixels - first);
+        const auto* planes = reinterpret_cast<const std::uint32_t*>(input.data()) + n * s[0] + first;
+        auto* pixels_out = reinterpret_cast<std::uint32_t*>(out) + (n * pixels + first) * p.channels;
+        // Rows = channels (stride H*W), columns = this block's pixels.
+        transpose(planes, p.channels, count, pixels, pixels_out, p.channels);
+      }
+    });
+    return;
+  }
+  constexpr std::int64_t tile = 16;
   const std::int64_t tiles_per_batch = (p.channels + tile - 1) / tile;
-  runtime::parallel_for(p.batch * tiles_per_batch, input.numel() < 65536 ? 1 : num_threads(),
-                        [&](std::int64_t begin, std::int64_t end) {
+  runtime::parallel_for(p.batch * tiles_per_batch, threads, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t item = begin; item < end; ++item) {
       const std::int64_t n = item / tiles_per_batch;
       const std::int64_t c0 = (item % tiles_per_batch) * tile;
@@ -106,7 +127,7 @@ void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& inpu
             const std::byte* row = input.data() + (n * s[0] + c * s[1] + h * s[2]) * 4;
             for (std::int64_t w = w0; w < w1; ++w) {
               float value;
-              std::memcpy(&value, row + w * 4, 4);
+              std::memcpy(&value, row + w * s[3] * 4, 4);
               dst[(h * p.width + w) * p.channels + c] = value;
             }
           }
@@ -138,7 +159,7 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   }
   const std::int64_t count = input.numel();
   std::vector<std::byte> raw(static_cast<std::size_t>(count) * width);
-  if (p.layout == layout::nchw && width == 4 && input.strides()[3] == 1) {
+  if (p.layout == layout::nchw && width == 4) {
     transpose_planes_to_nhwc(p, input, raw.data());
   } else {
     std::vector<permute_axis> axes;
@@ -213,10 +234,10 @@ void store_block_typed(bool nchw, const Lane* values, const std::int32_t* args, 
                        std::int64_t channels, std::int64_t r, std::int64_t c0, Lane* out, std::int32_t* out_args) {
   if (nchw && sizeof(Lane) == 4) {  // 32-bit lanes: in-register block transposes
     const roi_transpose_fn transpose = select_transpose();
-    transpose(reinterpret_cast<const std::uint32_t*>(values), cells, n,
+    transpose(reinterpret_cast<const std::uint32_t*>(values), cells, n, n,
               reinterpret_cast<std::uint32_t*>(out + (r * channels + c0) * cells), cells);
     if (out_args) {
-      transpose(reinterpret_cast<const std::uint32_t*>(args), cells, n,
+      transpose(reinterpret_cast<const std::uint32_t*>(args), cells, n, n,
                 reinterpret_cast<std::uint32_t*>(out_args + (r * channels + c0) * cells), cells);
     }
   } else if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each

@@ -40,13 +40,13 @@ roi_block_fn roi_block_scalar(roi_lane lane, roi_max_rule rule, bool track_argma
 roi_block_fn roi_block_avx2(roi_lane lane, roi_max_rule rule, bool track_argmax);
 roi_block_fn roi_block_avx512(roi_lane lane, roi_max_rule rule, bool track_argmax);
 
-/// dst[c * dst_stride + k] = src[k * columns + c] for k < rows, c < columns (32-bit values):
-/// turns a block's [cells][channels] results into NCHW runs.
-using roi_transpose_fn = void (*)(const std::uint32_t* src, std::int64_t rows, std::int64_t columns, std::uint32_t* dst,
-                                  std::int64_t dst_stride);
-void roi_transpose_scalar(const std::uint32_t*, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
-void roi_transpose_avx2(const std::uint32_t*, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
-void roi_transpose_avx512(const std::uint32_t*, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
+/// dst[c * dst_stride + k] = src[k * src_stride + c] for k < rows, c < columns (32-bit values):
+/// turns NCHW planes into NHWC pixels and a block's [cells][channels] results into NCHW runs.
+using roi_transpose_fn = void (*)(const std::uint32_t* src, std::int64_t rows, std::int64_t columns,
+                                  std::int64_t src_stride, std::uint32_t* dst, std::int64_t dst_stride);
+void roi_transpose_scalar(const std::uint32_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
+void roi_transpose_avx2(const std::uint32_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
+void roi_transpose_avx512(const std::uint32_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
 
 void roi_pool_forward(const ops::roi_problem& problem, const std::vector<ops::roi_box>& boxes,
                       const tensor_view& input, const mutable_tensor_view& output,
