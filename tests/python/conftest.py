@@ -25,6 +25,20 @@ class Ledger:
         if not matched:
             self.failures.append(f"{op}: {detail}")
 
+    def compare(self, op, variant, oracle, regrid_call, detail):
+        """Runs both sides of one case. oracle() returns the expected array or raises; regrid_call()
+        returns regrid's. Both refusing counts as a match under "<op> (rejections)"."""
+        try:
+            expected, oracle_error = oracle(), None
+        except Exception as error:  # each framework raises its own exception types
+            expected, oracle_error = None, str(error).splitlines()[0] if str(error) else type(error).__name__
+        actual, error = regrid_or_error(regrid_call)
+        detail = f"{detail}: oracle={oracle_error or 'ok'} regrid={error or 'ok'}"
+        if oracle_error is not None or error is not None:
+            self.check(f"{op} (rejections)", oracle_error is not None and error is not None, detail)
+        else:
+            self.check(f"{op} {variant}", same(actual, expected), detail)
+
     def assert_all_matched(self, minimum_cases=200):
         # Entries are "<op> <variant>"; the minimum applies to each op over all its variants.
         totals = collections.Counter()

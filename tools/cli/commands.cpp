@@ -19,10 +19,25 @@ Value parse_or_fail(std::optional<Value> parsed, std::string_view what, const st
   return *parsed;
 }
 
+// Runs a command body: any regrid::error becomes its sentence on stderr and exit status 2.
+template <class Body>
+int guarded(Body body) {
+  try {
+    body();
+    return 0;
+  } catch (const error& failure) {
+    std::cerr << failure.what() << '\n';
+    return exit_invalid;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "regrid: out of memory\n";
+    return exit_invalid;
+  }
+}
+
 }  // namespace
 
 int run_space_depth(const space_depth_request& request) {
-  try {
+  return guarded([&] {
     space_depth_options options;
     options.block_size = request.block_size;
     options.framework = parse_or_fail(parse_framework(request.framework), "framework", request.framework,
@@ -45,14 +60,7 @@ int run_space_depth(const space_depth_request& request) {
     const tensor output = request.to_depth ? space_to_depth(input.view(), options)
                                            : depth_to_space(input.view(), options);
     io::write_npy(request.output, output.view(), input.descr);
-    return 0;
-  } catch (const error& failure) {
-    std::cerr << failure.what() << '\n';
-    return exit_invalid;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "regrid: out of memory\n";
-    return exit_invalid;
-  }
+  });
 }
 
 namespace {
@@ -70,20 +78,6 @@ std::optional<layout> parse_roi_layout(const std::optional<std::string>& text) {
     detail::fail_invalid("regrid: roi pooling takes layout NCHW or NHWC, got '" + *text + "'");
   }
   return value;
-}
-
-template <class Body>
-int guarded(Body body) {
-  try {
-    body();
-    return 0;
-  } catch (const error& failure) {
-    std::cerr << failure.what() << '\n';
-    return exit_invalid;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "regrid: out of memory\n";
-    return exit_invalid;
-  }
 }
 
 }  // namespace
