@@ -56,6 +56,17 @@ struct roi_pool_backward_request {
 
 int run_roi_pool_backward(const roi_pool_backward_request& request);
 
+struct bench_request {
+  bool quick = false;
+  std::vector<int> threads;           // empty: 1 and all hardware threads
+  std::vector<std::int64_t> sizes_kib;  // empty: the grid's sizes
+  std::string filter;                 // substring of the case names
+  int repetitions = 7;
+};
+
+/// SpaceToDepth / DepthToSpace against memcpy over the benchmark grid (see bench/).
+int run_bench(const bench_request& request);
+
 /// Runs the seed documents' worked examples through the library, prints inputs and outputs,
 /// and checks each against the documented result (exit 1 on a mismatch).
 int run_demo(std::ostream& out);

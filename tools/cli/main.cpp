@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", REGRID_VERSION_STRING);
 
-  enum command_id { none, s2d, d2s, roi, roi_backward, demo };
+  enum command_id { none, s2d, d2s, roi, roi_backward, demo, bench };
   int selected = none;
   regrid::cli::space_depth_request to_depth_request;
   regrid::cli::space_depth_request to_space_request;
@@ -77,6 +77,14 @@ int main(int argc, char** argv) {
   regrid::cli::roi_pool_request roi_request;
   regrid::cli::roi_pool_backward_request roi_backward_request;
   add_roi_commands(app, roi_request, roi_backward_request, selected, roi, roi_backward);
+  regrid::cli::bench_request bench_request;
+  auto* bench_command = app.add_subcommand("bench", "Time SpaceToDepth / DepthToSpace against memcpy over the grid");
+  bench_command->add_flag("--quick", bench_request.quick, "a small subset (64 KiB and 1 MiB, blocks 2 and 4, channels 1 and 16)");
+  bench_command->add_option("--threads", bench_request.threads, "thread counts to run (default: 1 and all)");
+  bench_command->add_option("--sizes-kib", bench_request.sizes_kib, "tensor sizes in KiB (default: 64 1024 16384 262144)");
+  bench_command->add_option("--filter", bench_request.filter, "only cases whose name contains this text, e.g. s2d/NCHW/");
+  bench_command->add_option("--repetitions", bench_request.repetitions, "samples per cell (median taken)")->capture_default_str();
+  bench_command->callback([&selected] { selected = bench; });
   app.add_subcommand("demo", "Run the seed documents' worked examples and check them")
       ->callback([&selected] { selected = demo; });
 
@@ -99,6 +107,7 @@ int main(int argc, char** argv) {
     case roi: return regrid::cli::run_roi_pool(roi_request);
     case roi_backward: return regrid::cli::run_roi_pool_backward(roi_backward_request);
     case demo: return regrid::cli::run_demo(std::cout);
+    case bench: return regrid::cli::run_bench(bench_request);
     default: return regrid::cli::exit_invalid;
   }
 }

@@ -1,0 +1,155 @@
+#include "space_depth_cases.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/thread_pool.hpp"
+
+namespace regrid::bench {
+namespace {
+
+const layout_variant variants[] = {
+    {"NHWC", layout::nhwc, 2},          {"NCHW", layout::nchw, 2},           {"NCHW_VECT_C", layout::nchw_vect_c, 2},
+    {"CF-K1", layout::channels_first, 1}, {"CF-K3", layout::channels_first, 3}, {"CL-K3", layout::channels_last, 3},
+};
+
+dtype type_of_width(std::size_t width) {
+  switch (width) {
+    case 1: return dtype::uint8;
+    case 2: return dtype::float16;
+    case 4: return dtype::float32;
+    default: return dtype::float64;
+  }
+}
+
+// Chooses coarse extents so that the space-side tensor holds about target_bytes.
+shape_t shape_for(const space_depth_case& c) {
+  const auto width = static_cast<double>(size_of(c.type));
+  const int K = c.variant.spatial_rank;
+  const double vector = c.variant.layout == layout::nchw_vect_c ? 4.0 : 1.0;
+  const double block_volume = std::pow(static_cast<double>(c.block), K);
+  const double coarse_volume = static_cast<double>(c.target_bytes) / (width * vector * static_cast<double>(c.channels) * block_volume);
+  const auto coarse = std::max<std::int64_t>(1, std::llround(std::pow(std::max(coarse_volume, 1.0), 1.0 / K)));
+  shape_t space{1};
+  const bool last = c.variant.layout == layout::nhwc || c.variant.layout == layout::channels_last;
+  if (!last) space.push_back(c.channels);
+  for (int k = 0; k < K; ++k) space.push_back(coarse * c.block);
+  if (last) space.push_back(c.channels);
+  if (c.variant.layout == layout::nchw_vect_c) space.push_back(4);
+  return space;
+}
+
+space_depth_options options_of(const space_depth_case& c) {
+  return {.block_size = c.block, .layout = c.variant.layout, .mode = c.mode};
+}
+
+std::string size_text(std::int64_t bytes) {
+  if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes >> 10) + "KiB";
+}
+
+}  // namespace
+
+std::string space_depth_case::name() const {
+  return std::string(to_depth ? "s2d" : "d2s") + "/" + variant.name + "/" + std::string(to_string(mode)) + "/x" +
+         std::to_string(size_of(type) * 8) + "/b" + std::to_string(block) + "/c" + std::to_string(channels) + "/" +
+         size_text(target_bytes);
+}
+
+std::string space_depth_case::group() const {
+  return std::string(variant.name) + " x" + std::to_string(size_of(type) * 8);
+}
+
+std::vector<space_depth_case> make_grid(const grid_options& options) {
+  std::vector<std::int64_t> sizes = options.sizes;
+  if (sizes.empty()) {
+    sizes = options.quick ? std::vector<std::int64_t>{64 << 10, 1 << 20}
+                          : std::vector<std::int64_t>{64 << 10, 1 << 20, 16 << 20, 256 << 20};
+  }
+  const std::size_t widths[] = {1, 2, 4, 8};
+  const std::int64_t blocks_full[] = {2, 3, 4, 8};
+  const std::int64_t blocks_quick[] = {2, 4};
+  const std::int64_t channels_full[] = {1, 3, 4, 16, 64};
+  const std::int64_t channels_quick[] = {1, 16};
+  std::vector<space_depth_case> grid;
+  for (bool to_depth : {true, false}) {
+    for (const auto& variant : variants) {
+      for (mode order : {mode::dcr, mode::crd}) {
+        if (variant.layout == layout::nchw_vect_c && order == mode::crd) continue;
+        for (std::size_t width : widths) {
+          if (variant.layout == layout::nchw_vect_c && width != 1) continue;
+          for (std::int64_t block : options.quick ? std::span<const std::int64_t>(blocks_quick) : std::span<const std::int64_t>(blocks_full)) {
+            if (variant.spatial_rank == 3 && block == 8 && !options.quick) {
+              // b^3 = 512 channels per small channel: keep it, the run lengths are what matter.
+            }
+            for (std::int64_t channels : options.quick ? std::span<const std::int64_t>(channels_quick) : std::span<const std::int64_t>(channels_full)) {
+              for (std::int64_t size : sizes) {
+                space_depth_case c;
+                c.to_depth = to_depth;
+                c.variant = variant;
+                c.mode = order;
+                c.type = type_of_width(width);
+                c.block = block;
+                c.channels = channels;
+                c.target_bytes = size;
+                const shape_t space = shape_for(c);
+                // A case "cannot exist" when even one coarse pixel overshoots the size fourfold.
+                const std::int64_t bytes = element_count(space) * static_cast<std::int64_t>(width);
+                if (bytes > 4 * size) continue;
+                c.input_shape = to_depth ? space : space_to_depth_shape(space, options_of(c));
+                c.bytes = bytes;
+                grid.push_back(std::move(c));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return grid;
+}
+
+timing measure(const space_depth_case& c, int threads, int repetitions) {
+  const space_depth_options options = options_of(c);
+  tensor src(c.type, c.input_shape);
+  const shape_t out_shape = c.to_depth ? space_to_depth_shape(c.input_shape, options) : depth_to_space_shape(c.input_shape, options);
+  tensor dst(c.type, out_shape);
+  std::memset(src.data(), 1, src.size_bytes());
+  const int saved = num_threads();
+  set_num_threads(threads);
+  const auto bytes = static_cast<std::size_t>(src.size_bytes());
+  // memcpy split over the same thread pool the operators use, so both pay the same hand-off.
+  auto copy = [&] {
+    runtime::parallel_for(static_cast<std::int64_t>(bytes), threads, [&](std::int64_t begin, std::int64_t end) {
+      std::memcpy(dst.data() + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
+    });
+  };
+  auto run = [&] {
+    if (c.to_depth) space_to_depth(src.view(), dst.mutable_view(), options);
+    else depth_to_space(src.view(), dst.mutable_view(), options);
+  };
+  auto seconds = [](auto body) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // Warm both (page faults, caches), then interleave so drift hits both equally.
+  copy();
+  run();
+  // Small cases repeat inside each sample so that a sample lasts at least ~0.2 ms.
+  const int inner = static_cast<int>(std::clamp<std::int64_t>((256 << 10) / std::max<std::int64_t>(c.bytes, 1), 1, 64));
+  std::vector<double> op_times;
+  std::vector<double> copy_times;
+  for (int r = 0; r < repetitions; ++r) {
+    copy_times.push_back(seconds([&] { for (int i = 0; i < inner; ++i) copy(); }) / inner);
+    op_times.push_back(seconds([&] { for (int i = 0; i < inner; ++i) run(); }) / inner);
+  }
+  set_num_threads(saved);
+  std::sort(op_times.begin(), op_times.end());
+  std::sort(copy_times.begin(), copy_times.end());
+  return {op_times[op_times.size() / 2], copy_times[copy_times.size() / 2]};
+}
+
+}  // namespace regrid::bench

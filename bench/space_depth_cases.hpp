@@ -1,0 +1,51 @@
+// The SpaceToDepth / DepthToSpace benchmark grid, shared by `regrid bench` and the Google
+// Benchmark binary: op x layout x mode x element width x block x small-side channels x size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "regrid/regrid.hpp"
+
+namespace regrid::bench {
+
+struct layout_variant {
+  const char* name;        // "NHWC", "NCHW", "NCHW_VECT_C", "CF-K1", "CF-K3", "CL-K3"
+  regrid::layout layout;
+  int spatial_rank;
+};
+
+struct space_depth_case {
+  bool to_depth = true;
+  layout_variant variant{};
+  regrid::mode mode = regrid::mode::dcr;
+  regrid::dtype type = regrid::dtype::float32;
+  std::int64_t block = 2;
+  std::int64_t channels = 1;      // small-side channels (channel groups for NCHW_VECT_C)
+  std::int64_t target_bytes = 0;  // requested tensor size
+  shape_t input_shape;            // chosen to come close to target_bytes
+  std::int64_t bytes = 0;         // actual tensor size
+  [[nodiscard]] std::string name() const;
+  [[nodiscard]] std::string group() const;  // layout x width, for the summary
+};
+
+struct grid_options {
+  bool quick = false;
+  std::vector<std::int64_t> sizes;  // empty: 64 KiB, 1 MiB, 16 MiB, 256 MiB (quick: 64 KiB, 1 MiB)
+};
+
+/// Every case of the grid that can exist (NCHW_VECT_C: 1-byte, DCR only).
+std::vector<space_depth_case> make_grid(const grid_options& options);
+
+struct timing {
+  double op_seconds = 0;      // median
+  double memcpy_seconds = 0;  // median, same bytes, same buffers, interleaved with the op
+  [[nodiscard]] double ratio() const { return memcpy_seconds / op_seconds; }
+  [[nodiscard]] double gigabytes_per_second(std::int64_t bytes) const { return 2.0 * static_cast<double>(bytes) / op_seconds / 1e9; }
+};
+
+/// Times one case with `threads` threads (memcpy runs split over as many threads).
+timing measure(const space_depth_case& c, int threads, int repetitions);
+
+}  // namespace regrid::bench

@@ -1,0 +1,62 @@
+// `regrid bench`: SpaceToDepth / DepthToSpace against memcpy of the same bytes, measured in the
+// same process and interleaved, over the benchmark grid; prints every cell and the min / median
+// ratio per layout x element width.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "regrid/regrid.hpp"
+#include "space_depth_cases.hpp"
+
+namespace regrid::cli {
+
+int run_bench(const bench_request& request) {
+  bench::grid_options grid_options;
+  grid_options.quick = request.quick;
+  for (std::int64_t kib : request.sizes_kib) grid_options.sizes.push_back(kib << 10);
+  std::vector<bench::space_depth_case> grid = bench::make_grid(grid_options);
+  if (!request.filter.empty()) {
+    std::erase_if(grid, [&](const auto& c) { return c.name().find(request.filter) == std::string::npos; });
+  }
+  const int all = std::max(1U, std::thread::hardware_concurrency());
+  std::vector<int> thread_counts = request.threads.empty() ? std::vector<int>{1, all} : request.threads;
+  std::sort(thread_counts.begin(), thread_counts.end());
+  thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
+
+  std::printf("regrid %s bench: ratio = memcpy time / op time (1.0 = memcpy speed), GB/s = (read + written) / time\n",
+              REGRID_VERSION_STRING);
+  std::printf("%-44s %10s %3s %9s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio");
+  struct group_key {
+    std::string group;
+    int threads;
+    bool small;
+    bool operator<(const group_key& o) const {
+      return std::tie(group, threads, small) < std::tie(o.group, o.threads, o.small);
+    }
+  };
+  std::map<group_key, std::vector<double>> ratios;
+  for (const auto& c : grid) {
+    for (int threads : thread_counts) {
+      const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
+      const bench::timing t = bench::measure(c, threads, repetitions);
+      std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f\n", c.name().c_str(), static_cast<long long>(c.bytes), threads,
+                  t.gigabytes_per_second(c.bytes), 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9, t.ratio());
+      std::fflush(stdout);
+      ratios[{c.group(), threads, c.target_bytes < (1 << 20)}].push_back(t.ratio());
+    }
+  }
+  std::printf("\nsummary: ratio to memcpy per layout x element width (min / median over cases)\n");
+  std::printf("%-16s %3s %-8s %6s %6s %6s\n", "group", "thr", "sizes", "cases", "min", "median");
+  for (auto& [key, values] : ratios) {
+    std::sort(values.begin(), values.end());
+    std::printf("%-16s %3d %-8s %6zu %6.2f %6.2f\n", key.group.c_str(), key.threads, key.small ? "64KiB" : ">=1MiB",
+                values.size(), values.front(), values[values.size() / 2]);
+  }
+  return 0;
+}
+
+}  // namespace regrid::cli
