@@ -39,13 +39,16 @@ TEST(PermutePlan, FusesAdjacentAxesAndFoldsContiguousRuns) {
   const permute_plan plan = plan_permute(axes, 4);
   EXPECT_EQ(plan.width, 128U);
   EXPECT_EQ(plan.total_bytes, 1 * 4 * 2 * 6 * 2 * 16 * 4);
-  EXPECT_STREQ(plan.kernel.name, "copy_runs_u64_scalar");
+  EXPECT_EQ(plan.kernel.name, "copy_runs_u64_scalar");
   EXPECT_EQ(plan.outer.size(), 1U) << describe(plan);
 
-  // NCHW CRD depth_to_space keeps single elements: width 4, innermost axis stride b * 4 bytes.
+  // NCHW CRD depth_to_space keeps single elements and interleaves b = 2 source rows.
   const auto interleave = plan_permute(packed_transpose({1, 3, 2, 2, 5, 7}, {0, 1, 4, 2, 5, 3}, 4), 4);
   EXPECT_EQ(interleave.width, 4U);
-  EXPECT_STREQ(interleave.kernel.name, "copy_x32_scalar");
+  EXPECT_EQ(interleave.kernel.name, "interleave2_x32_" + std::string(to_string(active_isa())));
+  // ... and its inverse de-interleaves one row into 2.
+  const auto deinterleave = plan_permute(packed_transpose({1, 3, 5, 2, 7, 2}, {0, 1, 3, 5, 2, 4}, 4), 4);
+  EXPECT_EQ(deinterleave.kernel.name, "deinterleave2_x32_" + std::string(to_string(active_isa())));
 
   // An identity permutation is one contiguous run.
   const auto identity = plan_permute(packed_transpose({3, 5, 7}, {0, 1, 2}, 2), 2);
@@ -91,14 +94,64 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
         index[k] = 0;
       }
     }
-    for (int threads : {1, 2}) {
-      std::vector<std::byte> actual(src.size(), std::byte{0xC3});
-      run_permute(plan_permute(axes, static_cast<std::size_t>(width)), src.data(), actual.data(), threads);
-      ASSERT_EQ(actual, expected) << "trial " << trial << " threads " << threads << ": "
-                                  << describe(plan_permute(axes, static_cast<std::size_t>(width)));
+    for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+      if (cap > detected_isa()) continue;  // this CPU lacks it; the lower levels still run
+      set_max_isa(cap);
+      for (int threads : {1, 2}) {
+        std::vector<std::byte> actual(src.size(), std::byte{0xC3});
+        run_permute(plan_permute(axes, static_cast<std::size_t>(width)), src.data(), actual.data(), threads);
+        ASSERT_EQ(actual, expected) << "trial " << trial << " threads " << threads << ": "
+                                    << describe(plan_permute(axes, static_cast<std::size_t>(width)));
+      }
     }
+    set_max_isa(isa::avx512);
   }
   set_num_threads(saved);
+}
+
+// Every (de-)interleave kernel: b in {2, 3, 4, 8}, widths 1..8, lengths around the vector sizes,
+// padded source rows, on every ISA the host has; compared with the plain strided copy.
+TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
+  std::mt19937_64 rng(99);
+  for (std::int64_t b : {2, 3, 4, 8}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, 40000}) {
+        for (bool interleave : {true, false}) {
+          const std::int64_t pad = 3 * width;  // distance between the b rows is not b * length
+          std::vector<permute_axis> axes;
+          if (interleave) {  // dst[r * b + j] = src[j * (length * w + pad) + r * w]
+            axes = {{length, width, b * width}, {b, length * width + pad, width}};
+          } else {           // dst[j * (length * w + pad) + r * w] = src[r * b * w + j * w]
+            axes = {{b, width, length * width + pad}, {length, b * width, width}};
+          }
+          const std::int64_t span = b * (length * width + pad);
+          std::vector<std::byte> src(static_cast<std::size_t>(span));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          std::vector<std::byte> expected(static_cast<std::size_t>(span), std::byte{0x5A});
+          for (std::int64_t i = 0; i < axes[0].extent; ++i) {
+            for (std::int64_t j = 0; j < axes[1].extent; ++j) {
+              std::memcpy(expected.data() + i * axes[0].dst_stride + j * axes[1].dst_stride,
+                          src.data() + i * axes[0].src_stride + j * axes[1].src_stride, static_cast<std::size_t>(width));
+            }
+          }
+          for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+            if (cap > detected_isa()) continue;
+            set_max_isa(cap);
+            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+            if (length > 1) {
+              EXPECT_NE(plan.kernel.name.find("interleave"), std::string::npos) << describe(plan);
+            }
+            for (int threads : {1, 2}) {  // long rows are split into work items, across threads too
+              std::vector<std::byte> actual(static_cast<std::size_t>(span), std::byte{0x5A});
+              run_permute(plan, src.data(), actual.data(), threads);
+              ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length;
+            }
+          }
+          set_max_isa(isa::avx512);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

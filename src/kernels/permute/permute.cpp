@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/checked.hpp"
+#include "regrid/runtime.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace regrid::kernels {
@@ -16,6 +17,48 @@ constexpr std::int64_t min_parallel_bytes = 256 * 1024;
 constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
+
+tile_copy_fn interleave_for_isa(std::size_t width, std::int64_t b, bool interleave) {
+  switch (active_isa()) {
+    case isa::avx512: return interleave_kernel_avx512(width, b, interleave);
+    case isa::avx2: return interleave_kernel_avx2(width, b, interleave);
+    case isa::scalar: break;
+  }
+  return interleave_kernel_scalar(width, b, interleave);
+}
+
+// Short runs whose two inner axes form a b-way (de-)interleave get the shuffle kernels.
+void choose_shuffle_kernel(permute_plan& plan) {
+  const auto w = static_cast<std::int64_t>(plan.width);
+  const permute_axis& row = plan.row;
+  const permute_axis& col = plan.col;
+  // interleave: col = the b source rows (dst contiguous), row = position r (src contiguous).
+  if (col.extent <= 8 && col.dst_stride == w && row.src_stride == w && row.dst_stride == col.extent * w) {
+    if (tile_copy_fn fn = interleave_for_isa(plan.width, col.extent, true)) {
+      plan.kernel = {fn, "interleave" + std::to_string(col.extent) + "_x" + std::to_string(w * 8) + "_" +
+                             std::string(to_string(active_isa()))};
+      return;
+    }
+  }
+  // de-interleave: row = the b destination rows (src contiguous), col = position r. The b-axis may
+  // sit among the outer axes (NCHW SpaceToDepth orders a coarse axis between): the order in
+  // which outer axes are walked does not change the result, so swap it into the row slot.
+  if (col.dst_stride == w) {
+    for (auto& axis : plan.outer) {
+      if (axis.extent <= 8 && axis.src_stride == w && col.src_stride == axis.extent * w && row.src_stride != w) {
+        std::swap(axis, plan.row);
+        break;
+      }
+    }
+  }
+  if (row.extent <= 8 && row.src_stride == w && col.src_stride == row.extent * w && col.dst_stride == w) {
+    if (tile_copy_fn fn = interleave_for_isa(plan.width, row.extent, false)) {
+      plan.kernel = {fn, "deinterleave" + std::to_string(row.extent) + "_x" + std::to_string(w * 8) + "_" +
+                             std::string(to_string(active_isa()))};
+      plan.whole_rows = true;
+    }
+  }
+}
 
 }  // namespace
 
@@ -65,6 +108,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   }
   plan.outer = std::move(fused);
   plan.kernel = select_tile_kernel(plan.width);
+  choose_shuffle_kernel(plan);
   return plan;
 }
 
@@ -85,11 +129,16 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     return;
   }
 
+  // Work items are blocks of rows (each a full run of columns), or, for kernels that need every
+  // row at once, blocks of columns.
   const std::int64_t rows = plan.row.extent;
-  const std::int64_t row_bytes = plan.col.extent * static_cast<std::int64_t>(plan.width);
-  const std::int64_t rows_per_item =
-      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(row_bytes, 1), 1, rows);
-  const std::int64_t items_per_outer = (rows + rows_per_item - 1) / rows_per_item;
+  const std::int64_t cols = plan.col.extent;
+  const auto width = static_cast<std::int64_t>(plan.width);
+  const std::int64_t split_extent = plan.whole_rows ? cols : rows;
+  const std::int64_t unit_bytes = (plan.whole_rows ? rows : cols) * width;
+  const std::int64_t units_per_item =
+      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_extent);
+  const std::int64_t items_per_outer = (split_extent + units_per_item - 1) / units_per_item;
   std::int64_t outer_count = 1;
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
   const std::int64_t items = outer_count * items_per_outer;
@@ -110,12 +159,12 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
       dst_offset += index[static_cast<std::size_t>(k)] * axis.dst_stride;
     }
     for (std::int64_t work = begin; work < end; ++work) {
-      const std::int64_t first_row = item * rows_per_item;
-      const std::int64_t row_count = std::min(rows_per_item, rows - first_row);
-      plan.kernel.copy(src + src_offset + first_row * plan.row.src_stride,
-                       dst + dst_offset + first_row * plan.row.dst_stride, row_count,
-                       plan.col.extent, plan.row.src_stride, plan.col.src_stride,
-                       plan.row.dst_stride, plan.col.dst_stride, plan.width);
+      const std::int64_t first = item * units_per_item;
+      const std::int64_t count = std::min(units_per_item, split_extent - first);
+      const permute_axis& split = plan.whole_rows ? plan.col : plan.row;
+      plan.kernel.copy(src + src_offset + first * split.src_stride, dst + dst_offset + first * split.dst_stride,
+                       plan.whole_rows ? rows : count, plan.whole_rows ? count : cols, plan.row.src_stride,
+                       plan.col.src_stride, plan.row.dst_stride, plan.col.dst_stride, plan.width);
       if (++item < items_per_outer) continue;
       item = 0;
       for (int k = depth - 1; k >= 0; --k) {

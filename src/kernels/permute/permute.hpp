@@ -29,11 +29,17 @@ using tile_copy_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t
 
 struct tile_kernel {
   tile_copy_fn copy = nullptr;
-  const char* name = "";
+  std::string name;
 };
 
 /// Returns the scalar tile kernel for elements of `width` bytes.
 tile_kernel select_tile_kernel(std::size_t width) noexcept;
+
+/// b-way interleave (dst[r * b + j] = src_j[r]) or de-interleave (dst_j[r] = src[r * b + j]) of
+/// width-byte elements, b in {2, 3, 4, 8}, width in {1, 2, 4, 8}; null otherwise. One per ISA.
+tile_copy_fn interleave_kernel_scalar(std::size_t width, std::int64_t b, bool interleave);
+tile_copy_fn interleave_kernel_avx2(std::size_t width, std::int64_t b, bool interleave);
+tile_copy_fn interleave_kernel_avx512(std::size_t width, std::int64_t b, bool interleave);
 
 struct permute_plan {
   std::vector<permute_axis> outer;  ///< iterated outermost first
@@ -42,6 +48,7 @@ struct permute_plan {
   std::size_t width = 0;            ///< bytes per element after folding
   std::int64_t total_bytes = 0;     ///< bytes moved (0: nothing to do)
   tile_kernel kernel;
+  bool whole_rows = false;          ///< the kernel needs every row of a tile: split columns instead
 };
 
 /// Normalizes the problem and selects a kernel. Requires element_bytes > 0.
