@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <array>
 #include <string>
 #include <utility>
@@ -412,11 +414,24 @@ std::vector<kernels::permute_axis> permute_axes(const space_depth_geometry& g, c
   return axes;
 }
 
+// REGRID_VERBOSE=dispatch prints each call's plan and kernel on one line.
+bool verbose_dispatch() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("REGRID_VERBOSE");
+    return value != nullptr && std::string_view(value).find("dispatch") != std::string_view::npos;
+  }();
+  return enabled;
+}
+
 void run(space_depth_op op, const tensor_view& src, const mutable_tensor_view& dst,
          const space_depth_options& options) {
   const space_depth_geometry g = plan_space_depth(op, src.shape(), options);
   check_operands(g, src, dst);
   const auto plan = kernels::plan_permute(permute_axes(g, src, dst), size_of(src.type()));
+  if (verbose_dispatch()) {
+    std::fprintf(stderr, "regrid: %s %s -> %s: %s\n", std::string(op_name(op)).c_str(), format_shape(src.shape()).c_str(),
+                 format_shape(dst.shape()).c_str(), kernels::describe(plan).c_str());
+  }
   kernels::run_permute(plan, src.data(), dst.data(), num_threads());
 }
 

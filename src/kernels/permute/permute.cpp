@@ -18,46 +18,66 @@ constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
-tile_copy_fn interleave_for_isa(std::size_t width, std::int64_t b, bool interleave) {
+shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave) {
   switch (active_isa()) {
-    case isa::avx512: return interleave_kernel_avx512(width, b, interleave);
-    case isa::avx2: return interleave_kernel_avx2(width, b, interleave);
+    case isa::avx512: return shuffle_kernel_avx512(width, ways, interleave);
+    case isa::avx2: return shuffle_kernel_avx2(width, ways, interleave);
     case isa::scalar: break;
   }
-  return interleave_kernel_scalar(width, b, interleave);
+  return shuffle_kernel_scalar(width, ways, interleave);
 }
 
-// Short runs whose two inner axes form a b-way (de-)interleave get the shuffle kernels.
-void choose_shuffle_kernel(permute_plan& plan) {
+// Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
+// one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
+// in the source with destination stride B * width. De-interleave: the same with the roles of
+// source and destination swapped. The order in which the other axes are walked does not change
+// the result, so they become the outer axes as they are.
+bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
   const auto w = static_cast<std::int64_t>(plan.width);
-  const permute_axis& row = plan.row;
-  const permute_axis& col = plan.col;
-  // interleave: col = the b source rows (dst contiguous), row = position r (src contiguous).
-  if (col.extent <= 8 && col.dst_stride == w && row.src_stride == w && row.dst_stride == col.extent * w) {
-    if (tile_copy_fn fn = interleave_for_isa(plan.width, col.extent, true)) {
-      plan.kernel = {fn, "interleave" + std::to_string(col.extent) + "_x" + std::to_string(w * 8) + "_" +
-                             std::string(to_string(active_isa()))};
-      return;
-    }
-  }
-  // de-interleave: row = the b destination rows (src contiguous), col = position r. The b-axis may
-  // sit among the outer axes (NCHW SpaceToDepth orders a coarse axis between): the order in
-  // which outer axes are walked does not change the result, so swap it into the row slot.
-  if (col.dst_stride == w) {
-    for (auto& axis : plan.outer) {
-      if (axis.extent <= 8 && axis.src_stride == w && col.src_stride == axis.extent * w && row.src_stride != w) {
-        std::swap(axis, plan.row);
-        break;
+  for (bool interleave : {true, false}) {
+    // The "near" side is the one whose innermost B elements the ways fill.
+    auto near = [&](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
+    auto far = [&](const permute_axis& a) { return interleave ? a.src_stride : a.dst_stride; };
+    auto find = [&](auto predicate, std::size_t skip1, std::size_t skip2) -> std::size_t {
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        if (i != skip1 && i != skip2 && predicate(axes[i])) return i;
       }
+      return axes.size();
+    };
+    const std::size_t none = axes.size();
+    const std::size_t inner = find([&](const permute_axis& a) { return near(a) == w && a.extent <= 16; }, none, none);
+    if (inner == none) continue;
+    // Try two way axes first (B = b * b), then one.
+    const std::int64_t e1 = axes[inner].extent;
+    std::size_t outer_way = find([&](const permute_axis& a) { return near(a) == e1 * w && e1 * a.extent <= 16; }, inner, none);
+    for (int attempt = 0; attempt < 2; ++attempt, outer_way = none) {
+      const std::int64_t ways = e1 * (outer_way == none ? 1 : axes[outer_way].extent);
+      const std::size_t run = find([&](const permute_axis& a) { return far(a) == w && near(a) == ways * w && a.extent >= 4; },
+                                   inner, outer_way);
+      if (run == none) continue;
+      const shuffle_fn fn = shuffle_for_isa(plan.width, ways, interleave);
+      if (fn == nullptr) continue;
+      shuffle_tile tile;
+      tile.fn = fn;
+      tile.run = axes[run];
+      const std::int64_t e2 = outer_way == none ? 1 : axes[outer_way].extent;
+      for (std::int64_t i2 = 0; i2 < e2; ++i2) {
+        for (std::int64_t i1 = 0; i1 < e1; ++i1) {
+          tile.offsets.push_back(i2 * (outer_way == none ? 0 : far(axes[outer_way])) + i1 * far(axes[inner]));
+        }
+      }
+      std::vector<permute_axis> rest;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        if (i != inner && i != outer_way && i != run) rest.push_back(axes[i]);
+      }
+      plan.outer = std::move(rest);
+      plan.shuffle = std::move(tile);
+      plan.kernel.name = std::string(interleave ? "interleave" : "deinterleave") + std::to_string(ways) + "_x" +
+                         std::to_string(w * 8) + "_" + std::string(to_string(active_isa()));
+      return true;
     }
   }
-  if (row.extent <= 8 && row.src_stride == w && col.src_stride == row.extent * w && col.dst_stride == w) {
-    if (tile_copy_fn fn = interleave_for_isa(plan.width, row.extent, false)) {
-      plan.kernel = {fn, "deinterleave" + std::to_string(row.extent) + "_x" + std::to_string(w * 8) + "_" +
-                             std::string(to_string(active_isa()))};
-      plan.whole_rows = true;
-    }
-  }
+  return false;
 }
 
 }  // namespace
@@ -98,6 +118,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     fused.pop_back();
   }
 
+  if (choose_shuffle(plan, fused)) return plan;
   if (!fused.empty()) {
     plan.col = fused.back();
     fused.pop_back();
@@ -108,76 +129,95 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   }
   plan.outer = std::move(fused);
   plan.kernel = select_tile_kernel(plan.width);
-  choose_shuffle_kernel(plan);
   return plan;
 }
+
+namespace {
+
+// Walks work items [begin, end) of `items_per_outer` items per position of the outer axes and
+// calls body(src_offset, dst_offset, item) with the byte offsets of that position; divisions
+// happen once per call, then an odometer advances.
+template <class Body>
+void for_each_item(const std::vector<permute_axis>& outer, std::int64_t items_per_outer, std::int64_t begin,
+                   std::int64_t end, Body body) {
+  const int depth = static_cast<int>(outer.size());
+  std::vector<std::int64_t> index(static_cast<std::size_t>(depth), 0);
+  std::int64_t outer_index = begin / items_per_outer;
+  std::int64_t item = begin % items_per_outer;
+  std::int64_t src_offset = 0;
+  std::int64_t dst_offset = 0;
+  for (int k = depth - 1; k >= 0; --k) {
+    const auto& axis = outer[static_cast<std::size_t>(k)];
+    index[static_cast<std::size_t>(k)] = outer_index % axis.extent;
+    outer_index /= axis.extent;
+    src_offset += index[static_cast<std::size_t>(k)] * axis.src_stride;
+    dst_offset += index[static_cast<std::size_t>(k)] * axis.dst_stride;
+  }
+  for (std::int64_t work = begin; work < end; ++work) {
+    body(src_offset, dst_offset, item);
+    if (++item < items_per_outer) continue;
+    item = 0;
+    for (int k = depth - 1; k >= 0; --k) {
+      const auto& axis = outer[static_cast<std::size_t>(k)];
+      auto& position = index[static_cast<std::size_t>(k)];
+      src_offset += axis.src_stride;
+      dst_offset += axis.dst_stride;
+      if (++position < axis.extent) break;
+      src_offset -= axis.src_stride * axis.extent;
+      dst_offset -= axis.dst_stride * axis.extent;
+      position = 0;
+    }
+  }
+}
+
+}  // namespace
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
   const int threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads);
+  std::int64_t outer_count = 1;
+  for (const auto& axis : plan.outer) outer_count *= axis.extent;
+
+  if (plan.shuffle) {
+    // Work items are chunks of the run.
+    const shuffle_tile& tile = *plan.shuffle;
+    const std::int64_t unit_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width);
+    const std::int64_t chunk = std::clamp<std::int64_t>(bytes_per_work_item / unit_bytes, 1, tile.run.extent);
+    const std::int64_t items_per_outer = (tile.run.extent + chunk - 1) / chunk;
+    runtime::parallel_for(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+      for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+        const std::int64_t first = item * chunk;
+        tile.fn(src + src_offset + first * tile.run.src_stride, dst + dst_offset + first * tile.run.dst_stride,
+                std::min(chunk, tile.run.extent - first), tile.offsets.data());
+      });
+    });
+    return;
+  }
 
   if (plan.outer.empty() && plan.row.extent == 1 && plan.col.extent == 1) {
     // The whole tensor is one contiguous run.
     const std::int64_t chunks = std::max<std::int64_t>(1, plan.total_bytes / bytes_per_work_item);
-    runtime::parallel_for(std::min<std::int64_t>(chunks, threads), threads,
-                          [&](std::int64_t begin, std::int64_t end) {
-                            const std::int64_t parts = std::min<std::int64_t>(chunks, threads);
-                            const std::int64_t first = detail::split_point(plan.total_bytes, parts, begin);
-                            const std::int64_t last = detail::split_point(plan.total_bytes, parts, end);
-                            std::memcpy(dst + first, src + first, static_cast<std::size_t>(last - first));
-                          });
+    const std::int64_t parts = std::min<std::int64_t>(chunks, threads);
+    runtime::parallel_for(parts, threads, [&](std::int64_t begin, std::int64_t end) {
+      const std::int64_t first = detail::split_point(plan.total_bytes, parts, begin);
+      const std::int64_t last = detail::split_point(plan.total_bytes, parts, end);
+      std::memcpy(dst + first, src + first, static_cast<std::size_t>(last - first));
+    });
     return;
   }
 
-  // Work items are blocks of rows (each a full run of columns), or, for kernels that need every
-  // row at once, blocks of columns.
+  // Work items are blocks of rows, each a full run of columns.
   const std::int64_t rows = plan.row.extent;
-  const std::int64_t cols = plan.col.extent;
-  const auto width = static_cast<std::int64_t>(plan.width);
-  const std::int64_t split_extent = plan.whole_rows ? cols : rows;
-  const std::int64_t unit_bytes = (plan.whole_rows ? rows : cols) * width;
-  const std::int64_t units_per_item =
-      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_extent);
-  const std::int64_t items_per_outer = (split_extent + units_per_item - 1) / units_per_item;
-  std::int64_t outer_count = 1;
-  for (const auto& axis : plan.outer) outer_count *= axis.extent;
-  const std::int64_t items = outer_count * items_per_outer;
-  const int depth = static_cast<int>(plan.outer.size());
-
-  runtime::parallel_for(items, threads, [&](std::int64_t begin, std::int64_t end) {
-    // Position an odometer over the outer axes at `begin`; divisions happen once per range.
-    std::vector<std::int64_t> index(static_cast<std::size_t>(depth), 0);
-    std::int64_t outer_index = begin / items_per_outer;
-    std::int64_t item = begin % items_per_outer;
-    std::int64_t src_offset = 0;
-    std::int64_t dst_offset = 0;
-    for (int k = depth - 1; k >= 0; --k) {
-      const auto& axis = plan.outer[static_cast<std::size_t>(k)];
-      index[static_cast<std::size_t>(k)] = outer_index % axis.extent;
-      outer_index /= axis.extent;
-      src_offset += index[static_cast<std::size_t>(k)] * axis.src_stride;
-      dst_offset += index[static_cast<std::size_t>(k)] * axis.dst_stride;
-    }
-    for (std::int64_t work = begin; work < end; ++work) {
-      const std::int64_t first = item * units_per_item;
-      const std::int64_t count = std::min(units_per_item, split_extent - first);
-      const permute_axis& split = plan.whole_rows ? plan.col : plan.row;
-      plan.kernel.copy(src + src_offset + first * split.src_stride, dst + dst_offset + first * split.dst_stride,
-                       plan.whole_rows ? rows : count, plan.whole_rows ? count : cols, plan.row.src_stride,
+  const std::int64_t row_bytes = plan.col.extent * static_cast<std::int64_t>(plan.width);
+  const std::int64_t rows_per_item = std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(row_bytes, 1), 1, rows);
+  const std::int64_t items_per_outer = (rows + rows_per_item - 1) / rows_per_item;
+  runtime::parallel_for(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+    for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+      const std::int64_t first = item * rows_per_item;
+      plan.kernel.copy(src + src_offset + first * plan.row.src_stride, dst + dst_offset + first * plan.row.dst_stride,
+                       std::min(rows_per_item, rows - first), plan.col.extent, plan.row.src_stride,
                        plan.col.src_stride, plan.row.dst_stride, plan.col.dst_stride, plan.width);
-      if (++item < items_per_outer) continue;
-      item = 0;
-      for (int k = depth - 1; k >= 0; --k) {
-        const auto& axis = plan.outer[static_cast<std::size_t>(k)];
-        auto& position = index[static_cast<std::size_t>(k)];
-        src_offset += axis.src_stride;
-        dst_offset += axis.dst_stride;
-        if (++position < axis.extent) break;
-        src_offset -= axis.src_stride * axis.extent;
-        dst_offset -= axis.dst_stride * axis.extent;
-        position = 0;
-      }
-    }
+    });
   });
 }
 
@@ -191,8 +231,12 @@ std::string describe(const permute_plan& plan) {
     if (k != 0) text += " ";
     text += axis_text(plan.outer[k]);
   }
-  text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col) + " width " +
-          std::to_string(plan.width) + " (" + plan.kernel.name + ")";
+  if (plan.shuffle) {
+    text += "] run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size());
+  } else {
+    text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);
+  }
+  text += " width " + std::to_string(plan.width) + " (" + plan.kernel.name + ")";
   return text;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,11 +36,20 @@ struct tile_kernel {
 /// Returns the scalar tile kernel for elements of `width` bytes.
 tile_kernel select_tile_kernel(std::size_t width) noexcept;
 
-/// b-way interleave (dst[r * b + j] = src_j[r]) or de-interleave (dst_j[r] = src[r * b + j]) of
-/// width-byte elements, b in {2, 3, 4, 8}, width in {1, 2, 4, 8}; null otherwise. One per ISA.
-tile_copy_fn interleave_kernel_scalar(std::size_t width, std::int64_t b, bool interleave);
-tile_copy_fn interleave_kernel_avx2(std::size_t width, std::int64_t b, bool interleave);
-tile_copy_fn interleave_kernel_avx512(std::size_t width, std::int64_t b, bool interleave);
+/// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
+/// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
+/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}; null otherwise.
+using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets);
+shuffle_fn shuffle_kernel_scalar(std::size_t width, std::int64_t ways, bool interleave);
+shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave);
+shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
+
+/// A B-way shuffle over a run axis whose one side is contiguous, chosen instead of a tile.
+struct shuffle_tile {
+  shuffle_fn fn = nullptr;
+  std::vector<std::int64_t> offsets;  ///< bytes: source rows (interleave) or destination rows
+  permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
+};
 
 struct permute_plan {
   std::vector<permute_axis> outer;  ///< iterated outermost first
@@ -48,7 +58,7 @@ struct permute_plan {
   std::size_t width = 0;            ///< bytes per element after folding
   std::int64_t total_bytes = 0;     ///< bytes moved (0: nothing to do)
   tile_kernel kernel;
-  bool whole_rows = false;          ///< the kernel needs every row of a tile: split columns instead
+  std::optional<shuffle_tile> shuffle;  ///< set: `outer` plus the shuffle's run cover every axis
 };
 
 /// Normalizes the problem and selects a kernel. Requires element_bytes > 0.
