@@ -45,30 +45,50 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
       return axes.size();
     };
     const std::size_t none = axes.size();
-    const std::size_t inner = find([&](const permute_axis& a) { return near(a) == w && a.extent <= 16; }, none, none);
-    if (inner == none) continue;
-    // Try two way axes first (B = b * b), then one.
-    const std::int64_t e1 = axes[inner].extent;
-    std::size_t outer_way = find([&](const permute_axis& a) { return near(a) == e1 * w && e1 * a.extent <= 16; }, inner, none);
-    for (int attempt = 0; attempt < 2; ++attempt, outer_way = none) {
-      const std::int64_t ways = e1 * (outer_way == none ? 1 : axes[outer_way].extent);
-      const std::size_t run = find([&](const permute_axis& a) { return far(a) == w && near(a) == ways * w && a.extent >= 4; },
-                                   inner, outer_way);
+    // Way axes: the first fills the near side's innermost elements, each further one continues
+    // it (near stride = product so far); at most three, B <= 16. Fewer are tried too.
+    std::vector<std::size_t> ways_axes;
+    std::int64_t product = 1;
+    for (int level = 0; level < 3; ++level) {
+      const std::size_t next = find([&](const permute_axis& a) {
+        return near(a) == product * w && product * a.extent <= 16 &&
+               std::find(ways_axes.begin(), ways_axes.end(), &a - axes.data()) == ways_axes.end();
+      }, none, none);
+      if (next == none) break;
+      ways_axes.push_back(next);
+      product *= axes[next].extent;
+    }
+    for (; !ways_axes.empty(); ways_axes.pop_back()) {
+      std::int64_t ways = 1;
+      for (std::size_t a : ways_axes) ways *= axes[a].extent;
+      auto is_way = [&](std::size_t i) { return std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end(); };
+      std::size_t run = none;
+      for (std::size_t i = 0; i < axes.size() && run == none; ++i) {
+        if (!is_way(i) && far(axes[i]) == w && near(axes[i]) == ways * w && axes[i].extent >= 4) run = i;
+      }
       if (run == none) continue;
       const shuffle_fn fn = shuffle_for_isa(plan.width, ways, interleave);
       if (fn == nullptr) continue;
       shuffle_tile tile;
       tile.fn = fn;
       tile.run = axes[run];
-      const std::int64_t e2 = outer_way == none ? 1 : axes[outer_way].extent;
-      for (std::int64_t i2 = 0; i2 < e2; ++i2) {
-        for (std::int64_t i1 = 0; i1 < e1; ++i1) {
-          tile.offsets.push_back(i2 * (outer_way == none ? 0 : far(axes[outer_way])) + i1 * far(axes[inner]));
+      // Offsets in near-side order: the last way axis is the outermost digit.
+      tile.offsets.assign(1, 0);
+      for (std::size_t a : ways_axes) {
+        std::vector<std::int64_t> grown;
+        for (std::int64_t i = 0; i < axes[a].extent; ++i) {
+          for (std::int64_t base : tile.offsets) grown.push_back(base + i * far(axes[a]));
         }
+        tile.offsets = std::move(grown);
       }
       std::vector<permute_axis> rest;
       for (std::size_t i = 0; i < axes.size(); ++i) {
-        if (i != inner && i != outer_way && i != run) rest.push_back(axes[i]);
+        if (!is_way(i) && i != run) rest.push_back(axes[i]);
+      }
+      // The innermost remaining axis is walked inside the kernel call.
+      if (!rest.empty()) {
+        tile.repeat = rest.back();
+        rest.pop_back();
       }
       plan.outer = std::move(rest);
       plan.shuffle = std::move(tile);
@@ -179,16 +199,26 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
   if (plan.shuffle) {
-    // Work items are chunks of the run.
+    // Work items are blocks of the repeat axis, each with whole runs (or chunks of one long run).
     const shuffle_tile& tile = *plan.shuffle;
-    const std::int64_t unit_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width);
-    const std::int64_t chunk = std::clamp<std::int64_t>(bytes_per_work_item / unit_bytes, 1, tile.run.extent);
-    const std::int64_t items_per_outer = (tile.run.extent + chunk - 1) / chunk;
+    const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
+    const std::int64_t chunk = tile.repeat.extent > 1
+                                   ? tile.run.extent
+                                   : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
+    const std::int64_t repeats_per_item =
+        std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(run_bytes, 1), 1, tile.repeat.extent);
+    const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
+    const std::int64_t repeat_items = (tile.repeat.extent + repeats_per_item - 1) / repeats_per_item;
+    const std::int64_t items_per_outer = run_items * repeat_items;
     runtime::parallel_for(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-        const std::int64_t first = item * chunk;
-        tile.fn(src + src_offset + first * tile.run.src_stride, dst + dst_offset + first * tile.run.dst_stride,
-                std::min(chunk, tile.run.extent - first), tile.offsets.data());
+        const std::int64_t first = (item % run_items) * chunk;
+        const std::int64_t first_repeat = (item / run_items) * repeats_per_item;
+        tile.fn(src + src_offset + first * tile.run.src_stride + first_repeat * tile.repeat.src_stride,
+                dst + dst_offset + first * tile.run.dst_stride + first_repeat * tile.repeat.dst_stride,
+                std::min(chunk, tile.run.extent - first), tile.offsets.data(),
+                std::min(repeats_per_item, tile.repeat.extent - first_repeat), tile.repeat.src_stride,
+                tile.repeat.dst_stride);
       });
     });
     return;
@@ -232,7 +262,8 @@ std::string describe(const permute_plan& plan) {
     text += axis_text(plan.outer[k]);
   }
   if (plan.shuffle) {
-    text += "] run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size());
+    text += "] repeat " + axis_text(plan.shuffle->repeat) + " run " + axis_text(plan.shuffle->run) + " ways " +
+            std::to_string(plan.shuffle->offsets.size());
   } else {
     text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);
   }

@@ -39,7 +39,9 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
 /// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}; null otherwise.
-using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets);
+/// `repeat` such runs follow, `src_repeat` / `dst_repeat` bytes apart.
+using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
+                            std::int64_t repeat, std::int64_t src_repeat, std::int64_t dst_repeat);
 shuffle_fn shuffle_kernel_scalar(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
@@ -49,6 +51,7 @@ struct shuffle_tile {
   shuffle_fn fn = nullptr;
   std::vector<std::int64_t> offsets;  ///< bytes: source rows (interleave) or destination rows
   permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
+  permute_axis repeat;                ///< an outer axis each call walks too (extent 1 if none)
 };
 
 struct permute_plan {
