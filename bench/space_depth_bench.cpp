@@ -1,0 +1,55 @@
+// SpaceToDepth / DepthToSpace under Google Benchmark: every case of the grid (--quick subset by
+// default; REGRID_BENCH_FULL=1 for the full grid), with counters for GB/s (read + written) and
+// the ratio to a memcpy of the same bytes measured interleaved in the same process.
+//
+//   build/release/bench/regrid_space_depth_bench [--threads=N] [--benchmark_filter=NHWC]
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "regrid/regrid.hpp"
+#include "space_depth_cases.hpp"
+
+namespace {
+
+void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c, int threads) {
+  const regrid::space_depth_options options{.block_size = c.block, .layout = c.variant.layout, .mode = c.mode};
+  regrid::tensor src(c.type, c.input_shape);
+  const regrid::shape_t out_shape = c.to_depth ? regrid::space_to_depth_shape(c.input_shape, options)
+                                               : regrid::depth_to_space_shape(c.input_shape, options);
+  regrid::tensor dst(c.type, out_shape);
+  regrid::set_num_threads(threads);
+  for (auto _ : state) {
+    if (c.to_depth) regrid::space_to_depth(src.view(), dst.mutable_view(), options);
+    else regrid::depth_to_space(src.view(), dst.mutable_view(), options);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  const regrid::bench::timing t = regrid::bench::measure(c, threads, 5);
+  state.counters["GB/s"] = t.gigabytes_per_second(c.bytes);
+  state.counters["memcpy_GB/s"] = 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9;
+  state.counters["ratio"] = t.ratio();
+  state.SetBytesProcessed(state.iterations() * 2 * c.bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  if (argc > 1 && std::strncmp(argv[1], "--threads=", 10) == 0) {
+    threads = std::atoi(argv[1] + 10);
+    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
+    --argc;
+  }
+  const char* full = std::getenv("REGRID_BENCH_FULL");
+  regrid::bench::grid_options options;
+  options.quick = full == nullptr || std::string(full) != "1";
+  for (const auto& c : regrid::bench::make_grid(options)) {
+    benchmark::RegisterBenchmark(c.name().c_str(), run_case, c, threads)->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
