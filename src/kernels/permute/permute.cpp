@@ -34,26 +34,28 @@ shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave
 // the result, so they become the outer axes as they are.
 bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
   const auto w = static_cast<std::int64_t>(plan.width);
+  const std::size_t none = axes.size();
+  struct candidate {
+    bool interleave = true;
+    std::vector<std::size_t> ways_axes;
+    std::size_t run = 0;
+    std::int64_t ways = 1;
+  };
+  std::optional<candidate> best;
   for (bool interleave : {true, false}) {
     // The "near" side is the one whose innermost B elements the ways fill.
     auto near = [&](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
     auto far = [&](const permute_axis& a) { return interleave ? a.src_stride : a.dst_stride; };
-    auto find = [&](auto predicate, std::size_t skip1, std::size_t skip2) -> std::size_t {
-      for (std::size_t i = 0; i < axes.size(); ++i) {
-        if (i != skip1 && i != skip2 && predicate(axes[i])) return i;
-      }
-      return axes.size();
-    };
-    const std::size_t none = axes.size();
     // Way axes: the first fills the near side's innermost elements, each further one continues
     // it (near stride = product so far); at most three, B <= 16. Fewer are tried too.
     std::vector<std::size_t> ways_axes;
     std::int64_t product = 1;
     for (int level = 0; level < 3; ++level) {
-      const std::size_t next = find([&](const permute_axis& a) {
-        return near(a) == product * w && product * a.extent <= 16 &&
-               std::find(ways_axes.begin(), ways_axes.end(), &a - axes.data()) == ways_axes.end();
-      }, none, none);
+      std::size_t next = none;
+      for (std::size_t i = 0; i < axes.size() && next == none; ++i) {
+        const bool used = std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end();
+        if (!used && near(axes[i]) == product * w && product * axes[i].extent <= 16) next = i;
+      }
       if (next == none) break;
       ways_axes.push_back(next);
       product *= axes[next].extent;
@@ -61,43 +63,44 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
     for (; !ways_axes.empty(); ways_axes.pop_back()) {
       std::int64_t ways = 1;
       for (std::size_t a : ways_axes) ways *= axes[a].extent;
-      auto is_way = [&](std::size_t i) { return std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end(); };
-      std::size_t run = none;
-      for (std::size_t i = 0; i < axes.size() && run == none; ++i) {
-        if (!is_way(i) && far(axes[i]) == w && near(axes[i]) == ways * w && axes[i].extent >= 4) run = i;
-      }
-      if (run == none) continue;
-      const shuffle_fn fn = shuffle_for_isa(plan.width, ways, interleave);
-      if (fn == nullptr) continue;
-      shuffle_tile tile;
-      tile.fn = fn;
-      tile.run = axes[run];
-      // Offsets in near-side order: the last way axis is the outermost digit.
-      tile.offsets.assign(1, 0);
-      for (std::size_t a : ways_axes) {
-        std::vector<std::int64_t> grown;
-        for (std::int64_t i = 0; i < axes[a].extent; ++i) {
-          for (std::int64_t base : tile.offsets) grown.push_back(base + i * far(axes[a]));
-        }
-        tile.offsets = std::move(grown);
-      }
-      std::vector<permute_axis> rest;
       for (std::size_t i = 0; i < axes.size(); ++i) {
-        if (!is_way(i) && i != run) rest.push_back(axes[i]);
+        const bool is_way = std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end();
+        if (is_way || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 4) continue;
+        if (shuffle_for_isa(plan.width, ways, interleave) == nullptr) continue;
+        // The longest run wins: it decides how many whole vectors each call moves.
+        if (!best || axes[i].extent > axes[best->run].extent) best = candidate{interleave, ways_axes, i, ways};
       }
-      // The innermost remaining axis is walked inside the kernel call.
-      if (!rest.empty()) {
-        tile.repeat = rest.back();
-        rest.pop_back();
-      }
-      plan.outer = std::move(rest);
-      plan.shuffle = std::move(tile);
-      plan.kernel.name = std::string(interleave ? "interleave" : "deinterleave") + std::to_string(ways) + "_x" +
-                         std::to_string(w * 8) + "_" + std::string(to_string(active_isa()));
-      return true;
     }
   }
-  return false;
+  if (!best) return false;
+  auto far = [&](const permute_axis& a) { return best->interleave ? a.src_stride : a.dst_stride; };
+  shuffle_tile tile;
+  tile.fn = shuffle_for_isa(plan.width, best->ways, best->interleave);
+  tile.run = axes[best->run];
+  // Offsets in near-side order: the first way axis is the fastest digit.
+  tile.offsets.assign(1, 0);
+  for (std::size_t a : best->ways_axes) {
+    std::vector<std::int64_t> grown;
+    for (std::int64_t i = 0; i < axes[a].extent; ++i) {
+      for (std::int64_t base : tile.offsets) grown.push_back(base + i * far(axes[a]));
+    }
+    tile.offsets = std::move(grown);
+  }
+  std::vector<permute_axis> rest;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const bool is_way = std::find(best->ways_axes.begin(), best->ways_axes.end(), i) != best->ways_axes.end();
+    if (!is_way && i != best->run) rest.push_back(axes[i]);
+  }
+  // The innermost remaining axis is walked inside the kernel call.
+  if (!rest.empty()) {
+    tile.repeat = rest.back();
+    rest.pop_back();
+  }
+  plan.outer = std::move(rest);
+  plan.shuffle = std::move(tile);
+  plan.kernel.name = std::string(best->interleave ? "interleave" : "deinterleave") + std::to_string(best->ways) + "_x" +
+                     std::to_string(w * 8) + "_" + std::string(to_string(active_isa()));
+  return true;
 }
 
 }  // namespace
