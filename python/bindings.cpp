@@ -262,4 +262,6 @@ NB_MODULE(_regrid, m) {
         nb::arg("layout").none(), nb::arg("dtype").none());
 
   m.def("version", [] { return std::string(REGRID_VERSION_STRING); });
+  m.def("num_threads", [] { return regrid::num_threads(); });
+  m.def("set_num_threads", [](int count) { regrid::set_num_threads(count); }, nb::arg("count"));
 }

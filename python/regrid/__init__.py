@@ -30,9 +30,21 @@ __all__ = [
     "roi_pool",
     "roi_pool_backward",
     "roi_batch_indices",
+    "num_threads",
+    "set_num_threads",
     "__version__",
 ]
 __version__ = _regrid.version()
+
+
+def num_threads() -> int:
+    """Threads regrid's operators use (REGRID_NUM_THREADS at start-up, else all hardware threads)."""
+    return _regrid.num_threads()
+
+
+def set_num_threads(count: int) -> None:
+    """Sets the number of threads (>= 1) regrid's operators use."""
+    _regrid.set_num_threads(int(count))
 
 
 def _bfloat16_dtype():
