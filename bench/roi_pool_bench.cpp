@@ -11,6 +11,7 @@
 #include <string>
 
 #include "io/npy.hpp"
+#include "space_depth_cases.hpp"
 #include "regrid/regrid.hpp"
 
 namespace {
@@ -39,7 +40,7 @@ struct prepared {
 // DIR/case<i>_rois.npy instead of generating them, so a peer can be timed on identical data.
 std::optional<prepared> load_prepared(const roi_case& c, regrid::layout memory_layout) {
   const char* dir = std::getenv("REGRID_ROI_INPUTS");
-  if (dir == nullptr) return std::nullopt;
+  if (dir == nullptr || *dir == '\0') return std::nullopt;
   std::size_t index = 0;  // benchmarks hold copies of the case: find it by name
   while (std::strcmp(cases[index].name, c.name) != 0) ++index;
   const std::string base = std::string(dir) + "/case" + std::to_string(index);
@@ -130,12 +131,7 @@ void backward(benchmark::State& state, const roi_case& c, regrid::layout memory_
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 1;
-  if (argc > 1 && std::strncmp(argv[1], "--threads=", 10) == 0) {
-    threads = std::atoi(argv[1] + 10);
-    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
-    --argc;
-  }
+  const int threads = regrid::bench::take_threads_flag(argc, argv);
   regrid::set_num_threads(threads);
   for (const auto& c : cases) {
     for (regrid::layout memory_layout : {regrid::layout::nchw, regrid::layout::nhwc}) {

@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from peer_timing import median_ms
 import torch
 import torchvision  # noqa: F401  (registers torch.ops.torchvision)
 
@@ -39,16 +39,6 @@ def make_case(shape, roi_count, scale, rng):
     ys = rng.uniform(0, image_h, size=(roi_count, 2))
     rois = np.stack([rng.integers(0, n, roi_count).astype(np.float64), xs.min(1), ys.min(1), xs.max(1), ys.max(1)], 1)
     return x, rois.astype(np.float32)
-
-
-def median_ms(fn, repeat):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main():

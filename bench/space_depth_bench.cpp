@@ -36,12 +36,7 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 1;
-  if (argc > 1 && std::strncmp(argv[1], "--threads=", 10) == 0) {
-    threads = std::atoi(argv[1] + 10);
-    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
-    --argc;
-  }
+  const int threads = regrid::bench::take_threads_flag(argc, argv);
   const char* full = std::getenv("REGRID_BENCH_FULL");
   regrid::bench::grid_options options;
   options.quick = full == nullptr || std::string(full) != "1";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/thread_pool.hpp"
@@ -109,6 +110,14 @@ std::vector<space_depth_case> make_grid(const grid_options& options) {
     }
   }
   return grid;
+}
+
+int take_threads_flag(int& argc, char** argv) {
+  if (argc < 2 || std::strncmp(argv[1], "--threads=", 10) != 0) return 1;
+  const int threads = std::max(1, std::atoi(argv[1] + 10));
+  for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
+  --argc;
+  return threads;
 }
 
 timing measure(const space_depth_case& c, int threads, int repetitions) {

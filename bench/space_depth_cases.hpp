@@ -45,6 +45,10 @@ struct timing {
   [[nodiscard]] double gigabytes_per_second(std::int64_t bytes) const { return 2.0 * static_cast<double>(bytes) / op_seconds / 1e9; }
 };
 
+/// Removes a leading --threads=N from the command line (before Google Benchmark's flags) and
+/// returns N, or 1 when absent.
+int take_threads_flag(int& argc, char** argv);
+
 /// Times one case with `threads` threads (memcpy runs split over as many threads).
 timing measure(const space_depth_case& c, int threads, int repetitions);
 

@@ -9,22 +9,12 @@ DepthToSpace / SpaceToDepth (DCR, CRD), OpenVINO DepthToSpace-1 / SpaceToDepth-1
 output is checked bit for bit against regrid's before it is timed.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
 
+from peer_timing import median_ms
+
 import regrid
-
-
-def median_ms(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main():

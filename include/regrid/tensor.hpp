@@ -38,7 +38,19 @@ namespace detail {
 /// Shared checks of a view's metadata; throws regrid::error naming `what`.
 void validate_view(const void* data, dtype type, std::span<const std::int64_t> shape,
                    std::span<const std::int64_t> strides);
+
+/// True when two non-empty views' byte ranges [lowest, highest element end) intersect.
+bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
+                     std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,
+                     std::span<const std::int64_t> b_shape, std::span<const std::int64_t> b_strides);
 }  // namespace detail
+
+/// True when the memory of two views (input or output) intersects.
+template <class A, class B>
+bool overlaps(const A& a, const B& b) {
+  return detail::memory_overlaps(a.data(), a.element_size(), a.shape(), a.strides(), b.data(), b.element_size(),
+                                 b.shape(), b.strides());
+}
 
 /// A strided view over memory it does not own. `Byte` is `const std::byte` for
 /// inputs and `std::byte` for outputs.

@@ -70,6 +70,24 @@ void validate_view(const void* data, dtype type, std::span<const std::int64_t> s
     checked_mul(span + 1, static_cast<std::int64_t>(size_of(type)), "tensor", "byte span");
   }
 }
+bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
+                     std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,
+                     std::span<const std::int64_t> b_shape, std::span<const std::int64_t> b_strides) {
+  auto range = [](const void* data, std::size_t width, std::span<const std::int64_t> shape,
+                  std::span<const std::int64_t> strides) {
+    std::int64_t low = 0;
+    std::int64_t high = 0;
+    for (std::size_t k = 0; k < shape.size(); ++k) (strides[k] < 0 ? low : high) += (shape[k] - 1) * strides[k];
+    const auto size = static_cast<std::int64_t>(width);
+    const auto base = reinterpret_cast<std::intptr_t>(data);
+    return std::pair<std::intptr_t, std::intptr_t>{base + low * size, base + (high + 1) * size};
+  };
+  if (element_count(a_shape) == 0 || element_count(b_shape) == 0) return false;
+  const auto [a_low, a_high] = range(a_data, a_width, a_shape, a_strides);
+  const auto [b_low, b_high] = range(b_data, b_width, b_shape, b_strides);
+  return a_low < b_high && b_low < a_high;
+}
+
 }  // namespace detail
 
 void tensor::aligned_free::operator()(std::byte* p) const noexcept { std::free(p); }

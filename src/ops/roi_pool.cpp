@@ -365,22 +365,8 @@ void check_roi_outputs(const roi_problem& p, const tensor_view& input, const mut
                    " elements in int32");
     }
   }
-  auto range = [](const auto& view) {
-    std::int64_t low = 0;
-    std::int64_t high = 0;
-    for (int k = 0; k < view.rank(); ++k) (view.strides()[k] < 0 ? low : high) += (view.shape()[k] - 1) * view.strides()[k];
-    const auto size = static_cast<std::int64_t>(view.element_size());
-    const auto base = reinterpret_cast<std::intptr_t>(view.data());
-    return std::pair<std::intptr_t, std::intptr_t>{base + low * size, base + (high + 1) * size};
-  };
-  auto overlap = [&](const auto& a, const auto& b) {
-    if (a.numel() == 0 || b.numel() == 0) return false;
-    const auto [a_low, a_high] = range(a);
-    const auto [b_low, b_high] = range(b);
-    return a_low < b_high && b_low < a_high;
-  };
-  if (overlap(input, output)) fail_invalid("roi_pool: input and output memory overlap; the output must be a separate buffer");
-  if (argmax && (overlap(input, *argmax) || overlap(output, *argmax))) {
+  if (overlaps(input, output)) fail_invalid("roi_pool: input and output memory overlap; the output must be a separate buffer");
+  if (argmax && (overlaps(input, *argmax) || overlaps(output, *argmax))) {
     fail_invalid("roi_pool: argmax memory overlaps the input or the output");
   }
 }

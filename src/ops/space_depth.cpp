@@ -281,21 +281,7 @@ void check_operands(const space_depth_geometry& g, const tensor_view& src, const
   }
   if (src.numel() == 0) return;
 
-  // Byte ranges [low, high) touched by each view.
-  auto byte_range = [](const auto& view) {
-    std::int64_t low = 0;
-    std::int64_t high = 0;
-    for (int k = 0; k < view.rank(); ++k) {
-      const std::int64_t reach = (view.shape()[k] - 1) * view.strides()[k];
-      (reach < 0 ? low : high) += reach;
-    }
-    const auto size = static_cast<std::int64_t>(view.element_size());
-    const auto base = reinterpret_cast<std::intptr_t>(view.data());
-    return std::pair<std::intptr_t, std::intptr_t>{base + low * size, base + (high + 1) * size};
-  };
-  const auto [src_low, src_high] = byte_range(src);
-  const auto [dst_low, dst_high] = byte_range(dst);
-  if (src_low < dst_high && dst_low < src_high) {
+  if (overlaps(src, dst)) {
     fail_invalid(name + ": input and output memory overlap; the output must be a separate buffer");
   }
 
