@@ -193,6 +193,16 @@ void for_each_item(const std::vector<permute_axis>& outer, std::int64_t items_pe
   }
 }
 
+// parallel_for without the pool (and its std::function) when one thread does everything.
+template <class Body>
+void split_items(std::int64_t items, int threads, const Body& body) {
+  if (threads <= 1 || items <= 1) {
+    body(std::int64_t{0}, items);
+    return;
+  }
+  runtime::parallel_for(items, threads, body);
+}
+
 }  // namespace
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
@@ -213,7 +223,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
     const std::int64_t repeat_items = (tile.repeat.extent + repeats_per_item - 1) / repeats_per_item;
     const std::int64_t items_per_outer = run_items * repeat_items;
-    runtime::parallel_for(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+    split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
         const std::int64_t first = (item % run_items) * chunk;
         const std::int64_t first_repeat = (item / run_items) * repeats_per_item;
@@ -244,7 +254,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   const std::int64_t row_bytes = plan.col.extent * static_cast<std::int64_t>(plan.width);
   const std::int64_t rows_per_item = std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(row_bytes, 1), 1, rows);
   const std::int64_t items_per_outer = (rows + rows_per_item - 1) / rows_per_item;
-  runtime::parallel_for(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+  split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
     for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
       const std::int64_t first = item * rows_per_item;
       plan.kernel.copy(src + src_offset + first * plan.row.src_stride, dst + dst_offset + first * plan.row.dst_stride,
