@@ -240,3 +240,65 @@ TEST(SpaceDepthIdentity, BlockSizeOneCopies) {
 
 }  // namespace
 }  // namespace regrid
+
+namespace regrid {
+namespace {
+
+// A plan made once runs on many buffers of its description, strided ones included, and gives
+// exactly the one-shot result.
+TEST(SpaceDepthPlan, ExecutesLikeTheOneShotCallsOnManyBuffers) {
+  std::mt19937_64 rng(314);
+  for (const sweep_case& c : make_sweep()) {
+    if (c.index % 17 != 0) continue;  // a spread of layouts, modes, widths and blocks
+    const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
+    const shape_t space_shape = space_shape_of(c);
+    const shape_t depth_shape = space_to_depth_shape(space_shape, options);
+    const auto src_style = all_memory_styles[static_cast<std::size_t>(c.index) % 5];
+    const auto dst_style = all_memory_styles[static_cast<std::size_t>(c.index + 1) % 5];
+    strided_buffer probe_src(c.type, space_shape, src_style);
+    strided_buffer probe_dst(c.type, depth_shape, dst_style);
+    const space_depth_plan plan = space_depth_plan::space_to_depth(c.type, space_shape, options,
+                                                                   probe_src.const_view().strides(),
+                                                                   probe_dst.view().strides());
+    EXPECT_EQ(plan.output_shape(), depth_shape);
+    EXPECT_FALSE(plan.describe().empty());
+    for (int round = 0; round < 3; ++round) {
+      const tensor x = random_tensor(c.type, space_shape, rng);
+      strided_buffer src(c.type, space_shape, src_style);
+      src.scatter(x);
+      strided_buffer dst(c.type, depth_shape, dst_style);
+      plan.execute(src.const_view().data(), dst.view().data());
+      EXPECT_TRUE(same_bytes(dst.gather(), space_to_depth(x, options))) << case_name({c, 0}) << " round " << round;
+      EXPECT_TRUE(dst.only_elements_written());
+    }
+    const space_depth_plan back = space_depth_plan::depth_to_space(c.type, depth_shape, options);
+    const tensor y = random_tensor(c.type, depth_shape, rng);
+    tensor out(c.type, space_shape);
+    back.execute(y.data(), out.data());
+    EXPECT_TRUE(same_bytes(out, depth_to_space(y, options)));
+  }
+}
+
+TEST(SpaceDepthPlan, RejectsLikeTheOneShotCallsAndChecksBuffers) {
+  try {
+    (void)space_depth_plan::space_to_depth(dtype::float32, shape_t{1, 30, 32, 3},
+                                           {.block_size = 4, .framework = framework::tf});
+    FAIL();
+  } catch (const error& failure) {
+    EXPECT_STREQ(failure.what(), "space_to_depth: input height 30 is not divisible by block_size 4");
+  }
+  const space_depth_plan plan = space_depth_plan::depth_to_space(dtype::float32, shape_t{1, 8, 2, 2}, {.block_size = 2});
+  tensor buffer(dtype::float32, {64});
+  std::fill(buffer.data_as<float>(), buffer.data_as<float>() + 64, 7.0f);
+  try {
+    plan.execute(buffer.data(), buffer.data() + 16);  // the output starts inside the input
+    FAIL();
+  } catch (const error& failure) {
+    EXPECT_STREQ(failure.what(), "depth_to_space: input and output memory overlap; the output must be a separate buffer");
+  }
+  EXPECT_THROW(plan.execute(nullptr, buffer.data()), error);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer.data_as<float>()[i], 7.0f);
+}
+
+}  // namespace
+}  // namespace regrid

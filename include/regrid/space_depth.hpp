@@ -42,8 +42,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "regrid/tensor.hpp"
@@ -92,6 +94,45 @@ void depth_to_space(const tensor_view& src, const mutable_tensor_view& dst,
 /// Allocating forms: return a new C-contiguous tensor carrying src's dtype and quantization.
 tensor space_to_depth(const tensor_view& src, const space_depth_options& options);
 tensor depth_to_space(const tensor_view& src, const space_depth_options& options);
+
+/// A SpaceToDepth or DepthToSpace planned once for a fixed dtype, shapes and strides, then run on
+/// any buffers of that description (the create / setup split of XNNPACK-style runtimes):
+/// validation, shape inference and the permute plan are paid once, execute() only checks the
+/// pointers. Copyable and thread-safe to execute concurrently on different buffers.
+///
+/// Example:
+///   auto plan = regrid::space_depth_plan::depth_to_space(regrid::dtype::float32, {1, 12, 64, 64},
+///                                                        {.block_size = 2, .framework = regrid::framework::torch});
+///   for (auto& frame : frames) plan.execute(frame.input, frame.output);  // output shape: plan.output_shape()
+class space_depth_plan {
+ public:
+  /// Empty strides mean C-contiguous. Throws regrid::error exactly as the one-shot calls do.
+  static space_depth_plan space_to_depth(dtype type, std::span<const std::int64_t> input_shape,
+                                         const space_depth_options& options,
+                                         std::span<const std::int64_t> input_strides = {},
+                                         std::span<const std::int64_t> output_strides = {});
+  static space_depth_plan depth_to_space(dtype type, std::span<const std::int64_t> input_shape,
+                                         const space_depth_options& options,
+                                         std::span<const std::int64_t> input_strides = {},
+                                         std::span<const std::int64_t> output_strides = {});
+
+  [[nodiscard]] const shape_t& input_shape() const noexcept;
+  [[nodiscard]] const shape_t& output_shape() const noexcept;
+  /// The kernel and the normalized loop nest, as REGRID_VERBOSE=dispatch prints them.
+  [[nodiscard]] std::string describe() const;
+
+  /// Runs on `src` / `dst` laid out as planned. Throws regrid::error (nothing written) when a
+  /// pointer is null for a non-empty tensor or the two buffers overlap.
+  void execute(const void* src, void* dst) const;
+
+ private:
+  struct impl;
+  explicit space_depth_plan(std::shared_ptr<const impl> state) : impl_(std::move(state)) {}
+  static space_depth_plan make(bool to_depth, dtype type, std::span<const std::int64_t> input_shape,
+                               const space_depth_options& options, std::span<const std::int64_t> input_strides,
+                               std::span<const std::int64_t> output_strides);
+  std::shared_ptr<const impl> impl_;
+};
 
 namespace reference {
 /// The spec of record: a direct, per-element transcription of the index formulas above.

@@ -259,7 +259,7 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
   return g;
 }
 
-void check_operands(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
+void check_description(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
   const std::string name(op_name(g.op));
   if (src.type() != dst.type()) {
     fail_invalid(name + ": output dtype " + std::string(to_string(dst.type())) + " differs from input dtype " +
@@ -280,11 +280,6 @@ void check_operands(const space_depth_geometry& g, const tensor_view& src, const
                  "); quantized data passes through unchanged");
   }
   if (src.numel() == 0) return;
-
-  if (overlaps(src, dst)) {
-    fail_invalid(name + ": input and output memory overlap; the output must be a separate buffer");
-  }
-
   // Every output element needs its own address: with axes sorted by stride, each stride must
   // step past everything the smaller axes can reach.
   std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (|stride|, extent)
@@ -300,6 +295,17 @@ void check_operands(const space_depth_geometry& g, const tensor_view& src, const
     }
     reach += stride * (extent - 1);
   }
+}
+
+void check_buffers(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
+  if (overlaps(src, dst)) {
+    fail_invalid(std::string(op_name(g.op)) + ": input and output memory overlap; the output must be a separate buffer");
+  }
+}
+
+void check_operands(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
+  check_description(g, src, dst);
+  check_buffers(g, src, dst);
 }
 
 // Canonical axes of the (2K+2)-D view: batch axes, C, O_1..O_K, B_1..B_K, and V for
@@ -431,6 +437,15 @@ tensor run_allocating(space_depth_op op, const tensor_view& src, const space_dep
 }  // namespace
 }  // namespace ops
 
+struct space_depth_plan::impl {
+  ops::space_depth_op op;
+  dtype type;
+  shape_t input_strides;
+  shape_t output_strides;
+  ops::space_depth_geometry geometry;
+  kernels::permute_plan plan;
+};
+
 shape_t space_to_depth_shape(std::span<const std::int64_t> input_shape, const space_depth_options& options) {
   return ops::plan_space_depth(space_depth_op::space_to_depth, input_shape, options).output_shape;
 }
@@ -448,6 +463,48 @@ tensor space_to_depth(const tensor_view& src, const space_depth_options& options
 }
 tensor depth_to_space(const tensor_view& src, const space_depth_options& options) {
   return ops::run_allocating(space_depth_op::depth_to_space, src, options);
+}
+
+space_depth_plan space_depth_plan::make(bool to_depth, dtype type, std::span<const std::int64_t> input_shape,
+                                        const space_depth_options& options, std::span<const std::int64_t> input_strides,
+                                        std::span<const std::int64_t> output_strides) {
+  const space_depth_op op = to_depth ? space_depth_op::space_to_depth : space_depth_op::depth_to_space;
+  ops::space_depth_geometry g = ops::plan_space_depth(op, input_shape, options);
+  // Views over a placeholder address carry the description; execute() supplies the buffers.
+  auto* placeholder = reinterpret_cast<std::byte*>(alignof(std::max_align_t));
+  const tensor_view src(placeholder, type, g.input_shape, shape_t(input_strides.begin(), input_strides.end()));
+  const mutable_tensor_view dst(placeholder, type, g.output_shape, shape_t(output_strides.begin(), output_strides.end()));
+  ops::check_description(g, src, dst);
+  kernels::permute_plan plan = kernels::plan_permute(ops::permute_axes(g, src, dst), size_of(type));
+  return space_depth_plan(std::make_shared<const impl>(
+      impl{op, type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
+}
+
+space_depth_plan space_depth_plan::space_to_depth(dtype type, std::span<const std::int64_t> input_shape,
+                                                  const space_depth_options& options,
+                                                  std::span<const std::int64_t> input_strides,
+                                                  std::span<const std::int64_t> output_strides) {
+  return make(true, type, input_shape, options, input_strides, output_strides);
+}
+
+space_depth_plan space_depth_plan::depth_to_space(dtype type, std::span<const std::int64_t> input_shape,
+                                                  const space_depth_options& options,
+                                                  std::span<const std::int64_t> input_strides,
+                                                  std::span<const std::int64_t> output_strides) {
+  return make(false, type, input_shape, options, input_strides, output_strides);
+}
+
+const shape_t& space_depth_plan::input_shape() const noexcept { return impl_->geometry.input_shape; }
+const shape_t& space_depth_plan::output_shape() const noexcept { return impl_->geometry.output_shape; }
+std::string space_depth_plan::describe() const { return kernels::describe(impl_->plan); }
+
+void space_depth_plan::execute(const void* src, void* dst) const {
+  const impl& p = *impl_;
+  // The views re-check the pointers (null for a non-empty tensor is an error).
+  const tensor_view in(static_cast<const std::byte*>(src), p.type, p.geometry.input_shape, p.input_strides);
+  const mutable_tensor_view out(static_cast<std::byte*>(dst), p.type, p.geometry.output_shape, p.output_strides);
+  ops::check_buffers(p.geometry, in, out);
+  kernels::run_permute(p.plan, in.data(), out.data(), num_threads());
 }
 
 }  // namespace regrid

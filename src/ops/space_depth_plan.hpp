@@ -44,8 +44,13 @@ struct space_depth_geometry {
 space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::int64_t> input_shape,
                                       const space_depth_options& options);
 
-/// Checks everything about a (src, dst) pair beyond the shape rules: dtypes, the
-/// output shape, quantization, element width for NCHW_VECT_C, and memory overlap.
+/// Checks a (src, dst) description beyond the shape rules: dtypes, the output shape,
+/// quantization, element width for NCHW_VECT_C, and outputs whose strides alias elements.
+void check_description(const space_depth_geometry& geometry, const tensor_view& src,
+                       const mutable_tensor_view& dst);
+/// Checks the buffers themselves: input and output must not overlap.
+void check_buffers(const space_depth_geometry& geometry, const tensor_view& src, const mutable_tensor_view& dst);
+/// Both of the above.
 void check_operands(const space_depth_geometry& geometry, const tensor_view& src,
                     const mutable_tensor_view& dst);
 
