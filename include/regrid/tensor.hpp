@@ -39,6 +39,10 @@ namespace detail {
 void validate_view(const void* data, dtype type, std::span<const std::int64_t> shape,
                    std::span<const std::int64_t> strides);
 
+/// A valid, never-dereferenced address for views that only describe a shape and strides (for
+/// validation and planning before any buffer exists).
+const std::byte* description_anchor() noexcept;
+
 /// True when two non-empty views' byte ranges [lowest, highest element end) intersect.
 bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
                      std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,

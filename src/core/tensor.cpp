@@ -70,6 +70,11 @@ void validate_view(const void* data, dtype type, std::span<const std::int64_t> s
     checked_mul(span + 1, static_cast<std::int64_t>(size_of(type)), "tensor", "byte span");
   }
 }
+const std::byte* description_anchor() noexcept {
+  alignas(std::max_align_t) static const std::byte anchor[1]{};
+  return anchor;
+}
+
 bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
                      std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,
                      std::span<const std::int64_t> b_shape, std::span<const std::int64_t> b_strides) {
@@ -99,7 +104,8 @@ tensor::tensor(dtype type, shape_t shape, std::optional<quantization> quant)
 
 tensor::tensor(uninitialized_t, dtype type, shape_t shape, std::optional<quantization> quant)
     : type_(type), shape_(std::move(shape)), quant_(quant) {
-  detail::validate_view(reinterpret_cast<const void*>(1), type_, shape_, contiguous_strides(shape_));
+  // Validate the description before sizing the allocation from it.
+  detail::validate_view(detail::description_anchor(), type_, shape_, contiguous_strides(shape_));
   numel_ = element_count(shape_);
   const std::int64_t bytes =
       detail::checked_mul(numel_, static_cast<std::int64_t>(size_of(type_)), "tensor", "size in bytes");

@@ -376,13 +376,14 @@ void check_roi_outputs(const roi_problem& p, const tensor_view& input, const mut
 shape_t roi_pool_shape(std::span<const std::int64_t> input_shape, std::int64_t roi_count, const roi_pool_options& options) {
   const roi_pool_semantics s = options.resolved();
   const shape_t roi_shape{std::max<std::int64_t>(roi_count, 0), s.separate_batch_indices ? 4 : 5};
-  std::byte dummy{};
+  // Shape inference has no data: the ROI views only describe shapes and are never read.
+  const std::byte* anchor = detail::description_anchor();
   std::optional<tensor_view> indices;
-  if (s.separate_batch_indices) indices = tensor_view(&dummy, dtype::int32, {roi_shape[0]}, shape_t{0});
+  if (s.separate_batch_indices) indices = tensor_view(anchor, dtype::int32, {roi_shape[0]}, shape_t{0});
   // Shape inference treats the ROI tensor as having the input's dtype.
   roi_pool_options probe = options;
   probe.semantics = s;
-  const tensor_view typed(&dummy, dtype::float32, roi_shape, shape_t{0, 0});
+  const tensor_view typed(anchor, dtype::float32, roi_shape, shape_t{0, 0});
   return ops::plan_roi_pool(input_shape, dtype::float32, typed, indices, probe).output_shape;
 }
 

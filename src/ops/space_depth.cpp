@@ -438,7 +438,6 @@ tensor run_allocating(space_depth_op op, const tensor_view& src, const space_dep
 }  // namespace ops
 
 struct space_depth_plan::impl {
-  ops::space_depth_op op;
   dtype type;
   shape_t input_strides;
   shape_t output_strides;
@@ -470,14 +469,16 @@ space_depth_plan space_depth_plan::make(bool to_depth, dtype type, std::span<con
                                         std::span<const std::int64_t> output_strides) {
   const space_depth_op op = to_depth ? space_depth_op::space_to_depth : space_depth_op::depth_to_space;
   ops::space_depth_geometry g = ops::plan_space_depth(op, input_shape, options);
-  // Views over a placeholder address carry the description; execute() supplies the buffers.
-  auto* placeholder = reinterpret_cast<std::byte*>(alignof(std::max_align_t));
-  const tensor_view src(placeholder, type, g.input_shape, shape_t(input_strides.begin(), input_strides.end()));
-  const mutable_tensor_view dst(placeholder, type, g.output_shape, shape_t(output_strides.begin(), output_strides.end()));
+  // The plan is made before any buffer exists: these views only carry shapes and strides for
+  // validation and planning, and are never read or written; execute() supplies the buffers.
+  const std::byte* anchor = detail::description_anchor();
+  const tensor_view src(anchor, type, g.input_shape, shape_t(input_strides.begin(), input_strides.end()));
+  const mutable_tensor_view dst(const_cast<std::byte*>(anchor), type, g.output_shape,
+                                shape_t(output_strides.begin(), output_strides.end()));
   ops::check_description(g, src, dst);
   kernels::permute_plan plan = kernels::plan_permute(ops::permute_axes(g, src, dst), size_of(type));
   return space_depth_plan(std::make_shared<const impl>(
-      impl{op, type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
+      impl{type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
 }
 
 space_depth_plan space_depth_plan::space_to_depth(dtype type, std::span<const std::int64_t> input_shape,
