@@ -202,6 +202,53 @@ TEST(RoiThreads, ThreadCountsAgree) {
   EXPECT_EQ(grad.shape(), input.shape());
 }
 
+// Outputs past kernels::streaming_output_bytes (12 MiB) are written with streaming stores, in
+// whole-block runs for NCHW and per-cell runs for NHWC; 70 channels leave runs that start and
+// end off 16-byte boundaries.
+TEST(RoiLargeOutput, StreamedOutputsEqualReference) {
+  for (const std::int64_t channels : {std::int64_t{64}, std::int64_t{70}}) {
+    for (layout memory_layout : {layout::nchw, layout::nhwc}) {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(channels) * 3 + static_cast<std::uint64_t>(memory_layout));
+      const shape_t shape = memory_layout == layout::nchw ? shape_t{2, channels, 24, 24} : shape_t{2, 24, 24, channels};
+      tensor input(dtype::float32, shape);
+      for (std::int64_t i = 0; i < input.numel(); ++i) {
+        const std::uint64_t draw = rng() % 100;
+        input.data_as<float>()[i] = draw == 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(rng() % 9);
+      }
+      const std::int64_t roi_count = 1100;
+      tensor rois(dtype::float32, {roi_count, 5});
+      for (std::int64_t r = 0; r < roi_count; ++r) {
+        float* row = rois.data_as<float>() + r * 5;
+        row[0] = static_cast<float>(r % 2);
+        row[1] = static_cast<float>(rng() % 200) - 8;
+        row[2] = static_cast<float>(rng() % 200) - 8;
+        row[3] = row[1] + static_cast<float>(rng() % 120);
+        row[4] = row[2] + static_cast<float>(rng() % 120);
+      }
+      for (roi_framework framework : {roi_framework::torchvision, roi_framework::directml}) {
+        const roi_pool_options options{.pooled_height = 7, .pooled_width = 7, .spatial_scale = 0.125,
+                                       .layout = memory_layout, .framework = framework};
+        const shape_t out_shape = roi_pool_shape(input.shape(), roi_count, options);
+        tensor expected = testing::filled_tensor(dtype::float32, out_shape, std::byte{0x11});
+        tensor expected_argmax = testing::filled_tensor(dtype::int32, out_shape, std::byte{0x11});
+        reference::roi_pool(input, rois, expected.mutable_view(), options, std::nullopt, expected_argmax.mutable_view());
+        ASSERT_GE(expected.size_bytes(), std::size_t{12} << 20);
+        for (bool with_argmax : {true, false}) {
+          tensor actual = testing::filled_tensor(dtype::float32, out_shape, std::byte{0x22});
+          tensor actual_argmax = testing::filled_tensor(dtype::int32, out_shape, std::byte{0x22});
+          std::optional<mutable_tensor_view> argmax;
+          if (with_argmax) argmax = actual_argmax.mutable_view();
+          roi_pool(input, rois, actual.mutable_view(), options, std::nullopt, argmax);
+          EXPECT_TRUE(testing::same_bytes(actual, expected)) << channels << " " << to_string(framework);
+          if (with_argmax) {
+            EXPECT_TRUE(testing::same_bytes(actual_argmax, expected_argmax)) << channels;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Backward against a direct scatter in torchvision's order, in the gradient's own dtype.
 TEST(RoiBackward, MatchesDirectScatter) {
   std::mt19937_64 rng(21);

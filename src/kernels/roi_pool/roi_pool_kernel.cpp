@@ -8,7 +8,9 @@
 
 #include "core/checked.hpp"
 #include "core/float16.hpp"
+#include "core/scratch.hpp"
 #include "kernels/permute/permute.hpp"
+#include "kernels/stream_store.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace regrid::kernels {
@@ -78,9 +80,9 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
   return k;
 }
 
-// The input as contiguous NHWC in lane type: borrowed when it already is, else staged.
+// The input as contiguous NHWC in lane type: borrowed when it already is, else staged in the
+// calling thread's scratch memory.
 struct staged_input {
-  std::vector<std::byte> storage;
   const std::byte* data = nullptr;
 };
 
@@ -158,9 +160,9 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
     return staged;
   }
   const std::int64_t count = input.numel();
-  std::vector<std::byte> raw(static_cast<std::size_t>(count) * width);
+  std::byte* raw = detail::thread_scratch(detail::scratch_slot::first, static_cast<std::size_t>(count) * width);
   if (p.layout == layout::nchw && width == 4) {
-    transpose_planes_to_nhwc(p, input, raw.data());
+    transpose_planes_to_nhwc(p, input, raw);
   } else {
     std::vector<permute_axis> axes;
     std::int64_t stride = static_cast<std::int64_t>(width);
@@ -174,23 +176,23 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
       axes.push_back({input.shape()[axis], input.strides()[axis] * static_cast<std::int64_t>(width),
                       dst_stride[static_cast<std::size_t>(k)]});
     }
-    run_permute(plan_permute(axes, width), input.data(), raw.data(), num_threads());
+    run_permute(plan_permute(axes, width), input.data(), raw, num_threads());
   }
   if (!widen) {
-    staged.storage = std::move(raw);
+    staged.data = raw;
   } else {
-    staged.storage.resize(static_cast<std::size_t>(count) * 4);
+    std::byte* wide = detail::thread_scratch(detail::scratch_slot::second, static_cast<std::size_t>(count) * 4);
     const bool half = input.type() == dtype::float16;
     runtime::parallel_for(count, count < 65536 ? 1 : num_threads(), [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) {
         std::uint16_t bits = 0;
-        std::memcpy(&bits, raw.data() + i * 2, 2);
+        std::memcpy(&bits, raw + i * 2, 2);
         const float value = half ? detail::half_to_float(bits) : detail::bfloat16_to_float(bits);
-        std::memcpy(staged.storage.data() + i * 4, &value, 4);
+        std::memcpy(wide + i * 4, &value, 4);
       }
     });
+    staged.data = wide;
   }
-  staged.data = staged.storage.data();
   return staged;
 }
 
@@ -229,17 +231,35 @@ roi_transpose_fn select_transpose() {
   return roi_transpose_scalar;
 }
 
+// Writes a block's results, [cells][n] lane values (and int32 argmax), into packed outputs.
+// With `stream`, every output byte goes through one streaming copy of a contiguous run: NHWC
+// cells are runs of n channels, and an NCHW block is first transposed into `scratch` because
+// out[r, c0 .. c0 + n, :, :] is one contiguous run.
 template <class Lane>
-void store_block_typed(bool nchw, const Lane* values, const std::int32_t* args, std::int64_t cells, std::int64_t n,
-                       std::int64_t channels, std::int64_t r, std::int64_t c0, Lane* out, std::int32_t* out_args) {
+void store_block_typed(bool nchw, bool stream, const Lane* values, const std::int32_t* args, std::int64_t cells,
+                       std::int64_t n, std::int64_t channels, std::int64_t r, std::int64_t c0, Lane* out,
+                       std::int32_t* out_args, std::vector<std::uint32_t>& scratch) {
+  auto copy = [stream](void* to, const void* from, std::size_t bytes) {
+    if (stream) {
+      stream_copy(static_cast<std::byte*>(to), static_cast<const std::byte*>(from), bytes);
+    } else {
+      std::memcpy(to, from, bytes);
+    }
+  };
+  const auto run_bytes = static_cast<std::size_t>(n * cells) * sizeof(Lane);
   if (nchw && sizeof(Lane) == 4) {  // 32-bit lanes: in-register block transposes
     const roi_transpose_fn transpose = select_transpose();
-    transpose(reinterpret_cast<const std::uint32_t*>(values), cells, n, n,
-              reinterpret_cast<std::uint32_t*>(out + (r * channels + c0) * cells), cells);
-    if (out_args) {
-      transpose(reinterpret_cast<const std::uint32_t*>(args), cells, n, n,
-                reinterpret_cast<std::uint32_t*>(out_args + (r * channels + c0) * cells), cells);
-    }
+    auto put = [&](const void* from, void* to) {
+      if (!stream) {
+        transpose(static_cast<const std::uint32_t*>(from), cells, n, n, static_cast<std::uint32_t*>(to), cells);
+        return;
+      }
+      scratch.resize(static_cast<std::size_t>(n * cells));
+      transpose(static_cast<const std::uint32_t*>(from), cells, n, n, scratch.data(), cells);
+      copy(to, scratch.data(), run_bytes);
+    };
+    put(values, out + (r * channels + c0) * cells);
+    if (out_args) put(args, out_args + (r * channels + c0) * cells);
   } else if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each
                // read is a cache line and the 16 output runs are written in order
     constexpr std::int64_t strip = 16;
@@ -256,32 +276,33 @@ void store_block_typed(bool nchw, const Lane* values, const std::int32_t* args, 
         }
       }
     }
-  } else {  // out[r, cell, c0 .. c0 + n): one run per cell
-    for (std::int64_t cell = 0; cell < cells; ++cell) {
-      std::memcpy(out + (r * cells + cell) * channels + c0, values + cell * n, static_cast<std::size_t>(n) * sizeof(Lane));
-      if (out_args) {
-        std::memcpy(out_args + (r * cells + cell) * channels + c0, args + cell * n, static_cast<std::size_t>(n) * 4);
-      }
+  } else {  // out[r, cell, c0 .. c0 + n): one run per cell, or one run for the block if n == C
+    const std::int64_t runs = n == channels ? 1 : cells;
+    const std::int64_t run = n == channels ? n * cells : n;
+    for (std::int64_t i = 0; i < runs; ++i) {
+      copy(out + (r * cells + i) * channels + c0, values + i * n, static_cast<std::size_t>(run) * sizeof(Lane));
+      if (out_args) copy(out_args + (r * cells + i) * channels + c0, args + i * n, static_cast<std::size_t>(run) * 4);
     }
   }
 }
 
-void store_block_packed(bool nchw, std::size_t lane_bytes, const std::byte* values, const std::int32_t* args,
-                        std::int64_t cells, std::int64_t n, std::int64_t channels, std::int64_t r, std::int64_t c0,
-                        std::byte* out, std::byte* out_args) {
+void store_block_packed(bool nchw, bool stream, std::size_t lane_bytes, const std::byte* values,
+                        const std::int32_t* args, std::int64_t cells, std::int64_t n, std::int64_t channels,
+                        std::int64_t r, std::int64_t c0, std::byte* out, std::byte* out_args,
+                        std::vector<std::uint32_t>& scratch) {
   auto* arg_out = reinterpret_cast<std::int32_t*>(out_args);
   switch (lane_bytes) {
     case 4:
-      store_block_typed(nchw, reinterpret_cast<const float*>(values), args, cells, n, channels, r, c0,
-                        reinterpret_cast<float*>(out), arg_out);
+      store_block_typed(nchw, stream, reinterpret_cast<const float*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<float*>(out), arg_out, scratch);
       break;
     case 8:
-      store_block_typed(nchw, reinterpret_cast<const double*>(values), args, cells, n, channels, r, c0,
-                        reinterpret_cast<double*>(out), arg_out);
+      store_block_typed(nchw, stream, reinterpret_cast<const double*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<double*>(out), arg_out, scratch);
       break;
     default:
-      store_block_typed(nchw, reinterpret_cast<const std::uint8_t*>(values), args, cells, n, channels, r, c0,
-                        reinterpret_cast<std::uint8_t*>(out), arg_out);
+      store_block_typed(nchw, stream, reinterpret_cast<const std::uint8_t*>(values), args, cells, n, channels, r, c0,
+                        reinterpret_cast<std::uint8_t*>(out), arg_out, scratch);
       break;
   }
 }
@@ -319,15 +340,23 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   };
   const bool packed_output = same_width && output.is_contiguous() && aligned(output.data(), lane_bytes) &&
                              (!track || (argmax->is_contiguous() && aligned(argmax->data(), 4)));
+  const auto output_bytes = static_cast<std::size_t>(output.numel() * (track ? 8 : out_size));
+  const bool stream = packed_output && output_bytes >= streaming_output_bytes;
   const std::int64_t work = p.roi_count * p.channels * cells * 16;
   const int threads = work < (1 << 16) ? 1 : num_threads();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(p.roi_count));
+  for (std::int64_t r = 0; r < p.roi_count; ++r) order[static_cast<std::size_t>(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return boxes[static_cast<std::size_t>(a)].batch < boxes[static_cast<std::size_t>(b)].batch;
+  });
 
   runtime::parallel_for(items, threads, [&](std::int64_t begin, std::int64_t end) {
     std::vector<std::byte> cell_values(static_cast<std::size_t>(cells * channel_block) * lane_bytes);
     std::vector<std::int32_t> cell_args(track ? static_cast<std::size_t>(cells * channel_block) : 0);
+    std::vector<std::uint32_t> scratch;
     for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t r = item / blocks;
-      const std::int64_t c0 = (item % blocks) * channel_block;
+      const std::int64_t r = order[static_cast<std::size_t>(item % p.roi_count)];
+      const std::int64_t c0 = (item / p.roi_count) * channel_block;
       const std::int64_t n = std::min(channel_block, p.channels - c0);
       const ops::roi_box& box = boxes[static_cast<std::size_t>(r)];
       if (box.batch < 0) {  // terminated by OpenVINO's -1 sentinel: zeros
@@ -355,8 +384,8 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
         block(args);
       }
       if (packed_output) {
-        store_block_packed(nchw, lane_bytes, cell_values.data(), track ? cell_args.data() : nullptr, cells, n,
-                           p.channels, r, c0, output.data(), track ? argmax->data() : nullptr);
+        store_block_packed(nchw, stream, lane_bytes, cell_values.data(), track ? cell_args.data() : nullptr, cells, n,
+                           p.channels, r, c0, output.data(), track ? argmax->data() : nullptr, scratch);
       } else if (nchw) {
         // out[r, c, :, :] is a run of cells per channel: write each run in order.
         for (std::int64_t c = 0; c < n; ++c) {
@@ -387,7 +416,9 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
         }
       }
     }
+    if (stream) stream_fence();
   });
+  detail::release_large_scratch();
 }
 
 namespace {

@@ -1,0 +1,23 @@
+// Per-thread working memory reused across calls. Kernels that stage an operand (the ROI pooling
+// of NCHW input goes through a channels-last copy) would otherwise fault in and zero fresh pages
+// on every call, which for a few MB costs as much as the copy itself.
+#pragma once
+
+#include <cstddef>
+
+namespace regrid::detail {
+
+/// Slots a kernel may hold at once on one thread.
+enum class scratch_slot { first, second };
+
+/// At least `bytes` of uninitialized, 64-byte aligned memory owned by the calling thread, valid
+/// until the next call for the same slot on this thread. Buffers up to `retained_scratch_bytes`
+/// are kept for the next call; larger ones are released by release_large_scratch().
+std::byte* thread_scratch(scratch_slot slot, std::size_t bytes);
+
+/// Frees this thread's buffers larger than retained_scratch_bytes (call when done with them).
+void release_large_scratch() noexcept;
+
+inline constexpr std::size_t retained_scratch_bytes = std::size_t{64} << 20;
+
+}  // namespace regrid::detail
