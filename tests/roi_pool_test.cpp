@@ -432,5 +432,32 @@ TEST(RoiValidation, EveryRuleHasItsSentenceAndNothingIsWritten) {
   }
 }
 
+// The packed scatter finds bad indices while it runs (on two threads, in either layout); the
+// sentence still names the first one in (r, c, ph, pw) order.
+TEST(RoiValidation, BackwardNamesTheFirstBadArgmaxInOrder) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  for (layout memory_layout : {layout::nchw, layout::nhwc}) {
+    const shape_t out_shape = memory_layout == layout::nchw ? shape_t{40, 64, 7, 7} : shape_t{40, 7, 7, 64};
+    tensor grad(dtype::float32, out_shape);
+    tensor argmax(dtype::int32, out_shape);
+    for (std::int64_t i = 0; i < argmax.numel(); ++i) argmax.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i % 101) - 1;
+    auto at = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) -> std::int32_t& {
+      const std::int64_t offset = memory_layout == layout::nchw ? ((r * 64 + c) * 7 + ph) * 7 + pw : ((r * 7 + ph) * 7 + pw) * 64 + c;
+      return argmax.data_as<std::int32_t>()[offset];
+    };
+    at(30, 2, 0, 0) = 100;  // a later ROI in a channel the first thread scatters first
+    at(12, 60, 3, 5) = -2;  // the first offender in (r, c, ph, pw) order
+    const shape_t input_shape = memory_layout == layout::nchw ? shape_t{1, 64, 10, 10} : shape_t{1, 10, 10, 64};
+    try {
+      roi_pool_backward(grad, argmax, input_shape, memory_layout);
+      FAIL();
+    } catch (const error& failure) {
+      EXPECT_STREQ(failure.what(), "roi_pool_backward: argmax -2 at [12, 60, 3, 5] is outside [-1, 100) for a 10x10 plane");
+    }
+  }
+  set_num_threads(saved);
+}
+
 }  // namespace
 }  // namespace regrid

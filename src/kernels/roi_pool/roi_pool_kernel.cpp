@@ -1,6 +1,7 @@
 #include "kernels/roi_pool/roi_pool_kernel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstring>
 #include <limits>
@@ -16,8 +17,11 @@
 namespace regrid::kernels {
 namespace {
 
-// Channels pooled together: the block's accumulators stay in L1.
-constexpr std::int64_t channel_block = 256;
+// Channels pooled together per ROI. NHWC stores each block's results straight from its buffer,
+// so wide blocks (fewer passes over the ROI's bins) win; NCHW transposes them first, and a
+// narrower block keeps the results, the transposed copy and the run being streamed out in L1/L2.
+constexpr std::int64_t nhwc_channel_block = 256;
+constexpr std::int64_t nchw_channel_block = 128;
 
 roi_lane lane_of(dtype type) {
   switch (type) {
@@ -320,6 +324,7 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   const staged_input staged = input.numel() > 0 ? stage_nhwc(p, input) : staged_input{};
   const std::int64_t plane = p.height * p.width * p.channels;
   const std::int64_t cells = p.pooled_height * p.pooled_width;
+  const std::int64_t channel_block = p.layout == layout::nchw ? nchw_channel_block : nhwc_channel_block;
   const std::int64_t blocks = (p.channels + channel_block - 1) / channel_block;
   const std::int64_t items = p.roi_count * blocks;
   const bool nchw = p.layout == layout::nchw;
@@ -344,6 +349,7 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   const bool stream = packed_output && output_bytes >= streaming_output_bytes;
   const std::int64_t work = p.roi_count * p.channels * cells * 16;
   const int threads = work < (1 << 16) ? 1 : num_threads();
+  // ROIs of one image together: with several images, consecutive ROIs then share cached pixels.
   std::vector<std::int64_t> order(static_cast<std::size_t>(p.roi_count));
   for (std::int64_t r = 0; r < p.roi_count; ++r) order[static_cast<std::size_t>(r)] = r;
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
@@ -355,8 +361,8 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
     std::vector<std::int32_t> cell_args(track ? static_cast<std::size_t>(cells * channel_block) : 0);
     std::vector<std::uint32_t> scratch;
     for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t r = order[static_cast<std::size_t>(item % p.roi_count)];
-      const std::int64_t c0 = (item / p.roi_count) * channel_block;
+      const std::int64_t r = order[static_cast<std::size_t>(item / blocks)];
+      const std::int64_t c0 = (item % blocks) * channel_block;
       const std::int64_t n = std::min(channel_block, p.channels - c0);
       const ops::roi_box& box = boxes[static_cast<std::size_t>(r)];
       if (box.batch < 0) {  // terminated by OpenVINO's -1 sentinel: zeros
@@ -465,22 +471,30 @@ void accumulate(dtype type, std::byte* target, const std::byte* g) {
 
 // Packed float32/float64 gradients with packed int32 argmax: typed loops. Threads take channel
 // ranges; each thread walks ROI, cell, channel so reads are sequential and every (batch,
-// channel) plane still receives its additions in the order ROI, ph, pw.
+// channel) plane still receives its additions in the order ROI, ph, pw. Each index is checked
+// where it is used (one unsigned compare covers both ends); returns false at the first index
+// outside [-1, plane), with grad_in partly written.
 template <class T>
-void scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of, T* grad_in,
+bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of, T* grad_in,
                     bool nchw, std::int64_t rois, std::int64_t channels, std::int64_t cells, std::int64_t plane,
                     int threads) {
+  // Indices are int32, so a plane past 2^31 - 1 elements can only be violated by values < -1.
+  const auto limit = static_cast<std::uint32_t>(std::min<std::int64_t>(plane, std::int64_t{128} << 31));
+  std::atomic<bool> valid{true};
   runtime::parallel_for(channels, threads, [&](std::int64_t c_begin, std::int64_t c_end) {
     for (std::int64_t r = 0; r < rois; ++r) {
       const std::int64_t b = batch_of[static_cast<std::size_t>(r)];
       if (b < 0) continue;
+      bool ok = true;
       if (nchw) {
         for (std::int64_t c = c_begin; c < c_end; ++c) {
           const T* g = grad_out + (r * channels + c) * cells;
           const std::int32_t* index = argmax + (r * channels + c) * cells;
           T* target = grad_in + (b * channels + c) * plane;
           for (std::int64_t cell = 0; cell < cells; ++cell) {
-            if (index[cell] >= 0) target[index[cell]] += g[cell];
+            const std::int32_t i = index[cell];
+            if (static_cast<std::uint32_t>(i) < limit) target[i] += g[cell];
+            else ok &= i == -1;
           }
         }
       } else {
@@ -489,12 +503,19 @@ void scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::ve
           const std::int32_t* index = argmax + (r * cells + cell) * channels;
           T* target = grad_in + b * plane * channels;
           for (std::int64_t c = c_begin; c < c_end; ++c) {
-            if (index[c] >= 0) target[index[c] * channels + c] += g[c];
+            const std::int32_t i = index[c];
+            if (static_cast<std::uint32_t>(i) < limit) target[static_cast<std::int64_t>(i) * channels + c] += g[c];
+            else ok &= i == -1;
           }
         }
       }
+      if (!ok || !valid.load(std::memory_order_relaxed)) {
+        valid.store(false, std::memory_order_relaxed);
+        return;
+      }
     }
   });
+  return valid.load();
 }
 
 }  // namespace
@@ -532,30 +553,24 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
                            std::to_string(batch_of[static_cast<std::size_t>(r)]) + ", outside [0, " + std::to_string(batch) + ")");
     }
   }
-  // Validate every index before the first write: a quick pass over packed int32 data, and the
-  // element-wise pass (which names the offender) only if that finds a problem.
-  bool all_valid = false;
-  if (argmax.is_contiguous() && argmax.type() == dtype::int32 && reinterpret_cast<std::uintptr_t>(argmax.data()) % 4 == 0) {
-    const auto* values = reinterpret_cast<const std::int32_t*>(argmax.data());
-    const std::int64_t count = argmax.numel();
-    all_valid = true;
-    for (std::int64_t i = 0; i < count; ++i) all_valid &= values[i] >= -1 && values[i] < plane;
-  }
-  for (std::int64_t r = 0; r < rois && !all_valid; ++r) {
-    for (std::int64_t c = 0; c < channels; ++c) {
-      for (std::int64_t ph = 0; ph < ph_count; ++ph) {
-        for (std::int64_t pw = 0; pw < pw_count; ++pw) {
-          const std::int64_t index = index_at(r, c, ph, pw);
-          if (index < -1 || index >= plane) {
-            detail::fail_invalid("roi_pool_backward: argmax " + std::to_string(index) + " at [" + std::to_string(r) + ", " +
-                                 std::to_string(c) + ", " + std::to_string(ph) + ", " + std::to_string(pw) +
-                                 "] is outside [-1, " + std::to_string(plane) + ") for a " + std::to_string(height) + "x" +
-                                 std::to_string(width) + " plane");
+  // The element-wise check, which names the first offender in (r, c, ph, pw) order.
+  auto check_every_index = [&] {
+    for (std::int64_t r = 0; r < rois; ++r) {
+      for (std::int64_t c = 0; c < channels; ++c) {
+        for (std::int64_t ph = 0; ph < ph_count; ++ph) {
+          for (std::int64_t pw = 0; pw < pw_count; ++pw) {
+            const std::int64_t index = index_at(r, c, ph, pw);
+            if (index < -1 || index >= plane) {
+              detail::fail_invalid("roi_pool_backward: argmax " + std::to_string(index) + " at [" + std::to_string(r) +
+                                   ", " + std::to_string(c) + ", " + std::to_string(ph) + ", " + std::to_string(pw) +
+                                   "] is outside [-1, " + std::to_string(plane) + ") for a " + std::to_string(height) +
+                                   "x" + std::to_string(width) + " plane");
+            }
           }
         }
       }
     }
-  }
+  };
   const std::int64_t work = rois * channels * ph_count * pw_count;
   const int threads = work < (1 << 16) ? 1 : num_threads();
   auto aligned = [](const std::byte* pointer, std::size_t alignment) {
@@ -565,16 +580,19 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
                       aligned(grad_output.data(), grad_output.element_size()) && aligned(argmax.data(), 4);
   const auto* indices = reinterpret_cast<const std::int32_t*>(argmax.data());
   const std::int64_t cells = ph_count * pw_count;
-  if (packed && grad_output.type() == dtype::float32) {
-    scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
-                   reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
+  // grad_input is the caller's fresh tensor, returned only on success: the packed scatters check
+  // indices as they go and, on a bad one, leave the message to the element-wise check.
+  if (packed && (grad_output.type() == dtype::float32 || grad_output.type() == dtype::float64)) {
+    const bool valid =
+        grad_output.type() == dtype::float32
+            ? scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
+                             reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, threads)
+            : scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
+                             reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
+    if (!valid) check_every_index();
     return;
   }
-  if (packed && grad_output.type() == dtype::float64) {
-    scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
-                   reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
-    return;
-  }
+  check_every_index();
   const auto size = static_cast<std::int64_t>(grad_input.element_size());
   // Channels never share an input element, so threads split channels and each plane keeps the
   // sequential order ROI, ph, pw: the sums are deterministic and identical to a serial loop.

@@ -52,6 +52,8 @@ void roi_pool_forward(const ops::roi_problem& problem, const std::vector<ops::ro
                       const tensor_view& input, const mutable_tensor_view& output,
                       const std::optional<mutable_tensor_view>& argmax);
 
+/// Adds grad_output into the zero-filled grad_input at the argmax positions. grad_input must be
+/// the caller's own fresh tensor: on an invalid argmax this throws with grad_input partly written.
 void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax,
                        const std::optional<tensor_view>& roi_batch, const mutable_tensor_view& grad_input,
                        regrid::layout layout);
