@@ -139,7 +139,8 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
                                       const space_depth_options& options) {
   const std::string name(op_name(op));
   const framework_rules rules = rules_for(options.framework, op);
-  const std::string under = " under framework " + std::string(to_string(options.framework));
+  // Message pieces are built only on failure: this runs on every call.
+  auto under = [&] { return " under framework " + std::string(to_string(options.framework)); };
 
   space_depth_geometry g;
   g.op = op;
@@ -148,11 +149,11 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
   g.block = options.block_size;
 
   if ((rules.layouts & bit(g.layout)) == 0) {
-    fail_invalid(name + ": layout " + std::string(to_string(g.layout)) + " is not supported" + under +
+    fail_invalid(name + ": layout " + std::string(to_string(g.layout)) + " is not supported" + under() +
                  " (supported: " + list_allowed(layout_names, rules.layouts) + ")");
   }
   if ((rules.modes & bit(g.mode)) == 0) {
-    fail_invalid(name + ": mode " + std::string(to_string(g.mode)) + " is not supported" + under +
+    fail_invalid(name + ": mode " + std::string(to_string(g.mode)) + " is not supported" + under() +
                  " (supported: " + list_allowed(mode_names, rules.modes) + ")");
   }
   if (g.layout == layout::nchw_vect_c && g.mode != mode::dcr) {
@@ -161,7 +162,7 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
   if (g.block < rules.min_block) {
     fail_invalid(name + ": block_size " + std::to_string(g.block) + " must be at least " +
                  std::to_string(rules.min_block) +
-                 (options.framework == framework::permissive ? std::string() : under));
+                 (options.framework == framework::permissive ? std::string() : under()));
   }
 
   const int rank = static_cast<int>(input_shape.size());
@@ -223,7 +224,7 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
   g.block_volume = detail::checked_pow(g.block, K, name, "block volume (block_size^K)");
   g.input_shape.assign(input_shape.begin(), input_shape.end());
   g.output_shape = g.input_shape;
-  const std::string block_power = "block_size^" + std::to_string(K) + " = " + std::to_string(g.block_volume);
+  auto block_power = [&] { return "block_size^" + std::to_string(K) + " = " + std::to_string(g.block_volume); };
 
   if (op == space_depth_op::space_to_depth) {
     for (int k = 0; k < K; ++k) {
@@ -243,9 +244,9 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
     if (channels % g.block_volume != 0) {
       if (g.vect_c) {
         fail_invalid(name + ": input channel groups " + std::to_string(channels) +
-                     " (NCHW_VECT_C channels / 4) are not divisible by " + block_power);
+                     " (NCHW_VECT_C channels / 4) are not divisible by " + block_power());
       }
-      fail_invalid(name + ": input channels " + std::to_string(channels) + " are not divisible by " + block_power);
+      fail_invalid(name + ": input channels " + std::to_string(channels) + " are not divisible by " + block_power());
     }
     g.small_channels = channels / g.block_volume;
     g.output_shape[channel_axis] = g.small_channels;
