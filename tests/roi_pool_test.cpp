@@ -197,9 +197,24 @@ TEST(RoiThreads, ThreadCountsAgree) {
   set_num_threads(saved);
   EXPECT_TRUE(testing::same_bytes(single.output, dual.output));
   EXPECT_TRUE(testing::same_bytes(single.argmax, dual.argmax));
-  const tensor grad = roi_pool_backward(single.output, single.argmax, input.shape(), layout::nchw,
-                                        roi_batch_indices(rois, 2, options));
-  EXPECT_EQ(grad.shape(), input.shape());
+  // The backward splits NCHW by channels and NHWC by images; both must equal one thread's sums.
+  const tensor batch = roi_batch_indices(rois, 2, options);
+  for (layout memory_layout : {layout::nchw, layout::nhwc}) {
+    const bool nchw = memory_layout == layout::nchw;
+    const shape_t grad_shape = nchw ? input.shape() : shape_t{2, 40, 40, 130};
+    const shape_t out_shape = nchw ? single.output.shape() : shape_t{64, 7, 7, 130};
+    tensor grad_out(dtype::float32, out_shape);
+    for (std::int64_t i = 0; i < grad_out.numel(); ++i) grad_out.data_as<float>()[i] = 0.1f * static_cast<float>(rng() % 97);
+    // The forward's indices, laid out as this layout's argmax: any index in [-1, 1600) is valid.
+    tensor indices(dtype::int32, out_shape);
+    std::memcpy(indices.data(), single.argmax.data(), indices.size_bytes());
+    set_num_threads(1);
+    const tensor grad_single = roi_pool_backward(grad_out, indices, grad_shape, memory_layout, batch.view());
+    set_num_threads(2);
+    const tensor grad_dual = roi_pool_backward(grad_out, indices, grad_shape, memory_layout, batch.view());
+    set_num_threads(saved);
+    EXPECT_TRUE(testing::same_bytes(grad_single, grad_dual)) << to_string(memory_layout);
+  }
 }
 
 // Outputs past kernels::streaming_output_bytes (12 MiB) are written with streaming stores, in

@@ -477,14 +477,21 @@ void accumulate(dtype type, std::byte* target, const std::byte* g) {
 template <class T>
 bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of, T* grad_in,
                     bool nchw, std::int64_t rois, std::int64_t channels, std::int64_t cells, std::int64_t plane,
-                    int threads) {
+                    std::int64_t batches, int threads) {
   // Indices are int32, so a plane past 2^31 - 1 elements can only be violated by values < -1.
   const auto limit = static_cast<std::uint32_t>(std::min<std::int64_t>(plane, std::int64_t{128} << 31));
   std::atomic<bool> valid{true};
-  runtime::parallel_for(channels, threads, [&](std::int64_t c_begin, std::int64_t c_end) {
+  // NCHW threads take channel ranges (whole planes). NHWC threads take whole images (ROIs of
+  // different images never share an element): splitting every pixel's channels between two
+  // cores made the scatter slower than one core, so a single image runs on one thread.
+  const bool by_image = !nchw;
+  const std::int64_t parts = by_image ? batches : channels;
+  runtime::parallel_for(parts, threads, [&](std::int64_t part_begin, std::int64_t part_end) {
+    const std::int64_t c_begin = by_image ? 0 : part_begin;
+    const std::int64_t c_end = by_image ? channels : part_end;
     for (std::int64_t r = 0; r < rois; ++r) {
       const std::int64_t b = batch_of[static_cast<std::size_t>(r)];
-      if (b < 0) continue;
+      if (b < 0 || (by_image && (b < part_begin || b >= part_end))) continue;
       bool ok = true;
       if (nchw) {
         for (std::int64_t c = c_begin; c < c_end; ++c) {
@@ -586,9 +593,9 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
     const bool valid =
         grad_output.type() == dtype::float32
             ? scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
-                             reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, threads)
+                             reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, batch, threads)
             : scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
-                             reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, threads);
+                             reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, batch, threads);
     if (!valid) check_every_index();
     return;
   }
