@@ -1,4 +1,4 @@
-// Per-thread working memory reused across calls. Kernels that stage an operand (the ROI pooling
+// Storage for large buffers, and per-thread working memory reused across calls. Kernels that stage an operand (the ROI pooling
 // of NCHW input goes through a channels-last copy) would otherwise fault in and zero fresh pages
 // on every call, which for a few MB costs as much as the copy itself.
 #pragma once
@@ -6,6 +6,14 @@
 #include <cstddef>
 
 namespace regrid::detail {
+
+/// Uninitialized memory for `bytes` (std::free releases it): 64-byte aligned, and for 4 MiB or
+/// more 2 MiB aligned and advised onto transparent huge pages, since a fresh 100 MB buffer
+/// otherwise costs ~25,000 page faults, more than an operator's own work. Throws std::bad_alloc.
+std::byte* allocate_storage(std::size_t bytes);
+
+/// The usable size of allocate_storage(bytes): bytes rounded up to its alignment.
+std::size_t storage_capacity(std::size_t bytes) noexcept;
 
 /// Slots a kernel may hold at once on one thread.
 enum class scratch_slot { first, second };

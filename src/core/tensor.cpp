@@ -4,11 +4,8 @@
 #include <cstring>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "core/checked.hpp"
+#include "core/scratch.hpp"
 
 namespace regrid {
 
@@ -109,17 +106,7 @@ tensor::tensor(uninitialized_t, dtype type, shape_t shape, std::optional<quantiz
   numel_ = element_count(shape_);
   const std::int64_t bytes =
       detail::checked_mul(numel_, static_cast<std::int64_t>(size_of(type_)), "tensor", "size in bytes");
-  // Large tensors are 2 MiB aligned and asked to use transparent huge pages: a fresh 100 MB
-  // output otherwise costs ~25,000 page faults, more than the operator's own work.
-  constexpr std::size_t huge_page = std::size_t{2} << 20;
-  const std::size_t alignment = static_cast<std::size_t>(bytes) >= 2 * huge_page ? huge_page : 64;
-  const std::size_t rounded = (static_cast<std::size_t>(bytes) + alignment - 1) / alignment * alignment;
-  void* memory = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
-  if (memory == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  if (alignment == huge_page) ::madvise(memory, rounded, MADV_HUGEPAGE);  // advisory: failure is harmless
-#endif
-  storage_.reset(static_cast<std::byte*>(memory));
+  storage_.reset(detail::allocate_storage(static_cast<std::size_t>(bytes)));
 }
 
 }  // namespace regrid

@@ -84,11 +84,6 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
   return k;
 }
 
-// The input as contiguous NHWC in lane type: borrowed when it already is, else staged in the
-// calling thread's scratch memory.
-struct staged_input {
-  const std::byte* data = nullptr;
-};
 
 // NCHW 32-bit planes -> NHWC: per batch, a [C][H*W] -> [H*W][C] transpose done in register
 // blocks, split over threads by pixel ranges when the planes are packed; otherwise in tiles of
@@ -143,8 +138,9 @@ void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& inpu
   });
 }
 
-staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
-  staged_input staged;
+// The input as contiguous NHWC in lane type: borrowed when it already is, else staged in the
+// calling thread's scratch memory.
+const std::byte* stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   const std::size_t width = input.element_size();
   const bool widen = input.type() == dtype::float16 || input.type() == dtype::bfloat16;
   // NHWC order of the input's axes: N, H, W, C.
@@ -160,8 +156,7 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
   // Borrowing is only legal when the base is aligned for the lane type; otherwise copy.
   const bool aligned = reinterpret_cast<std::uintptr_t>(input.data()) % width == 0;
   if (packed && !widen && aligned) {
-    staged.data = input.data();
-    return staged;
+    return input.data();
   }
   const std::int64_t count = input.numel();
   std::byte* raw = detail::thread_scratch(detail::scratch_slot::first, static_cast<std::size_t>(count) * width);
@@ -182,22 +177,18 @@ staged_input stage_nhwc(const ops::roi_problem& p, const tensor_view& input) {
     }
     run_permute(plan_permute(axes, width), input.data(), raw, num_threads());
   }
-  if (!widen) {
-    staged.data = raw;
-  } else {
-    std::byte* wide = detail::thread_scratch(detail::scratch_slot::second, static_cast<std::size_t>(count) * 4);
-    const bool half = input.type() == dtype::float16;
-    runtime::parallel_for(count, count < 65536 ? 1 : num_threads(), [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        std::uint16_t bits = 0;
-        std::memcpy(&bits, raw + i * 2, 2);
-        const float value = half ? detail::half_to_float(bits) : detail::bfloat16_to_float(bits);
-        std::memcpy(wide + i * 4, &value, 4);
-      }
-    });
-    staged.data = wide;
-  }
-  return staged;
+  if (!widen) return raw;
+  std::byte* wide = detail::thread_scratch(detail::scratch_slot::second, static_cast<std::size_t>(count) * 4);
+  const bool half = input.type() == dtype::float16;
+  runtime::parallel_for(count, count < 65536 ? 1 : num_threads(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::uint16_t bits = 0;
+      std::memcpy(&bits, raw + i * 2, 2);
+      const float value = half ? detail::half_to_float(bits) : detail::bfloat16_to_float(bits);
+      std::memcpy(wide + i * 4, &value, 4);
+    }
+  });
+  return wide;
 }
 
 template <class Lane>
@@ -321,7 +312,7 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   const lane_constants constants = constants_for(p.type, p.semantics.max_rule, p.zero_point);
   const bool track = argmax.has_value();
   const roi_block_fn block = select_block(lane, p.semantics.max_rule, track);
-  const staged_input staged = input.numel() > 0 ? stage_nhwc(p, input) : staged_input{};
+  const std::byte* staged = input.numel() > 0 ? stage_nhwc(p, input) : nullptr;
   const std::int64_t plane = p.height * p.width * p.channels;
   const std::int64_t cells = p.pooled_height * p.pooled_width;
   const std::int64_t channel_block = p.layout == layout::nchw ? nchw_channel_block : nhwc_channel_block;
@@ -345,7 +336,7 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   };
   const bool packed_output = same_width && output.is_contiguous() && aligned(output.data(), lane_bytes) &&
                              (!track || (argmax->is_contiguous() && aligned(argmax->data(), 4)));
-  const auto output_bytes = static_cast<std::size_t>(output.numel() * (track ? 8 : out_size));
+  const auto output_bytes = static_cast<std::size_t>(output.numel() * (out_size + (track ? 4 : 0)));
   const bool stream = packed_output && output_bytes >= streaming_output_bytes;
   const std::int64_t work = p.roi_count * p.channels * cells * 16;
   const int threads = work < (1 << 16) ? 1 : num_threads();
@@ -372,7 +363,7 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
         }
       } else {
         roi_block_args args;
-        args.image = staged.data + box.batch * plane * static_cast<std::int64_t>(lane_bytes);
+        args.image = staged + box.batch * plane * static_cast<std::int64_t>(lane_bytes);
         args.width = p.width;
         args.channels = p.channels;
         args.first_channel = c0;
@@ -436,25 +427,20 @@ std::int64_t load_index(const std::byte* at) {
   return value;
 }
 
+template <class T>
+void add_stored(std::byte* target, const std::byte* g) {
+  T a, b;
+  std::memcpy(&a, target, sizeof a);
+  std::memcpy(&b, g, sizeof b);
+  a += b;
+  std::memcpy(target, &a, sizeof a);
+}
+
 // grad += g in the gradient's dtype, rounding after each addition as the frameworks do.
 void accumulate(dtype type, std::byte* target, const std::byte* g) {
   switch (type) {
-    case dtype::float32: {
-      float a, b;
-      std::memcpy(&a, target, 4);
-      std::memcpy(&b, g, 4);
-      a += b;
-      std::memcpy(target, &a, 4);
-      break;
-    }
-    case dtype::float64: {
-      double a, b;
-      std::memcpy(&a, target, 8);
-      std::memcpy(&b, g, 8);
-      a += b;
-      std::memcpy(target, &a, 8);
-      break;
-    }
+    case dtype::float32: add_stored<float>(target, g); break;
+    case dtype::float64: add_stored<double>(target, g); break;
     default: {
       const bool half = type == dtype::float16;
       std::uint16_t a, b;
