@@ -154,5 +154,69 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   }
 }
 
+// Short runs with one and two repeat axes around them (the four-runs-at-once path walks the
+// flattened repeats, so counts that are not multiples of four leave partial groups), padded
+// strides on both sides, on every ISA the host has.
+TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
+  std::mt19937_64 rng(7);
+  for (std::int64_t b : {2, 3, 4, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      for (std::int64_t length : {4, 5, 8, 15, 16, 17, 20, 33}) {
+        for (std::int64_t inner : {1, 2, 3, 5}) {
+          for (std::int64_t outer : {1, 3}) {
+            for (bool interleave : {true, false}) {
+              // The run side is contiguous over (run, ways); the other side keeps b rows apart.
+              const std::int64_t row = length * width + 2 * width;  // padded far-side row
+              const std::int64_t near_block = b * length * width;
+              const std::int64_t far_block = b * row + width;
+              const std::int64_t near_inner = near_block + 3 * width;
+              const std::int64_t far_outer = inner * far_block + 5 * width;
+              const std::int64_t near_outer = inner * near_inner + width;
+              std::vector<permute_axis> axes;
+              if (interleave) {
+                axes = {{outer, far_outer, near_outer}, {inner, far_block, near_inner}, {length, width, b * width},
+                        {b, row, width}};
+              } else {
+                axes = {{outer, near_outer, far_outer}, {inner, near_inner, far_block}, {b, width, row},
+                        {length, b * width, width}};
+              }
+              const std::int64_t span = outer * std::max(far_outer, near_outer) + 64;
+              std::vector<std::byte> src(static_cast<std::size_t>(span));
+              for (auto& v : src) v = static_cast<std::byte>(rng());
+              std::vector<std::byte> expected(static_cast<std::size_t>(span), std::byte{0x5A});
+              for (std::int64_t o = 0; o < outer; ++o) {
+                for (std::int64_t i = 0; i < inner; ++i) {
+                  for (std::int64_t p = 0; p < axes[2].extent; ++p) {
+                    for (std::int64_t q = 0; q < axes[3].extent; ++q) {
+                      const auto at = [&](auto stride) {
+                        return o * (axes[0].*stride) + i * (axes[1].*stride) + p * (axes[2].*stride) +
+                               q * (axes[3].*stride);
+                      };
+                      std::memcpy(expected.data() + at(&permute_axis::dst_stride),
+                                  src.data() + at(&permute_axis::src_stride), static_cast<std::size_t>(width));
+                    }
+                  }
+                }
+              }
+              for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+                if (cap > detected_isa()) continue;
+                set_max_isa(cap);
+                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                for (int threads : {1, 2}) {
+                  std::vector<std::byte> actual(static_cast<std::size_t>(span), std::byte{0x5A});
+                  run_permute(plan, src.data(), actual.data(), threads);
+                  ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
+                                              << " inner=" << inner << " outer=" << outer;
+                }
+              }
+              set_max_isa(isa::avx512);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace regrid::kernels

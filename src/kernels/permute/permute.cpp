@@ -15,6 +15,8 @@ namespace {
 constexpr std::int64_t min_parallel_bytes = 256 * 1024;
 // Rows handed to the tile kernel at once: about this many bytes of output.
 constexpr std::int64_t bytes_per_work_item = 64 * 1024;
+// A shuffle call moving fewer bytes than this over its run and inner repeat also walks an outer one.
+constexpr std::int64_t short_call_bytes = 4 * 1024;
 
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
@@ -91,9 +93,15 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
     const bool is_way = std::find(best->ways_axes.begin(), best->ways_axes.end(), i) != best->ways_axes.end();
     if (!is_way && i != best->run) rest.push_back(axes[i]);
   }
-  // The innermost remaining axis is walked inside the kernel call.
+  // The innermost remaining axis is walked inside the kernel call, and the next one too when
+  // runs are short, so that one call moves a useful amount of data.
   if (!rest.empty()) {
-    tile.repeat = rest.back();
+    tile.repeat.inner = rest.back();
+    rest.pop_back();
+  }
+  const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * w * tile.run.extent * tile.repeat.inner.extent;
+  if (!rest.empty() && inner_bytes < short_call_bytes) {
+    tile.repeat.outer = rest.back();
     rest.pop_back();
   }
   plan.outer = std::move(rest);
@@ -212,26 +220,32 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
   if (plan.shuffle) {
-    // Work items are blocks of the repeat axis, each with whole runs (or chunks of one long run).
+    // Work items are blocks of the outermost repeat axis the call walks, each with whole runs, or
+    // chunks of one long run when there is nothing to repeat.
     const shuffle_tile& tile = *plan.shuffle;
     const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
-    const std::int64_t chunk = tile.repeat.extent > 1
+    const std::int64_t call_bytes = run_bytes * tile.repeat.inner.extent;
+    const bool two_levels = tile.repeat.outer.extent > 1;
+    const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
+    const std::int64_t unit_bytes = two_levels ? call_bytes : run_bytes;
+    const std::int64_t chunk = tile.repeat.inner.extent > 1 || two_levels
                                    ? tile.run.extent
                                    : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
-    const std::int64_t repeats_per_item =
-        std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(run_bytes, 1), 1, tile.repeat.extent);
+    const std::int64_t per_item =
+        std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
     const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
-    const std::int64_t repeat_items = (tile.repeat.extent + repeats_per_item - 1) / repeats_per_item;
-    const std::int64_t items_per_outer = run_items * repeat_items;
+    const std::int64_t split_items_count = (split_axis.extent + per_item - 1) / per_item;
+    const std::int64_t items_per_outer = run_items * split_items_count;
     split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
         const std::int64_t first = (item % run_items) * chunk;
-        const std::int64_t first_repeat = (item / run_items) * repeats_per_item;
-        tile.fn(src + src_offset + first * tile.run.src_stride + first_repeat * tile.repeat.src_stride,
-                dst + dst_offset + first * tile.run.dst_stride + first_repeat * tile.repeat.dst_stride,
-                std::min(chunk, tile.run.extent - first), tile.offsets.data(),
-                std::min(repeats_per_item, tile.repeat.extent - first_repeat), tile.repeat.src_stride,
-                tile.repeat.dst_stride);
+        const std::int64_t first_split = (item / run_items) * per_item;
+        shuffle_repeat repeat = tile.repeat;
+        permute_axis& part = two_levels ? repeat.outer : repeat.inner;
+        part.extent = std::min(per_item, split_axis.extent - first_split);
+        tile.fn(src + src_offset + first * tile.run.src_stride + first_split * split_axis.src_stride,
+                dst + dst_offset + first * tile.run.dst_stride + first_split * split_axis.dst_stride,
+                std::min(chunk, tile.run.extent - first), tile.offsets.data(), repeat);
       });
     });
     return;
@@ -275,7 +289,7 @@ std::string describe(const permute_plan& plan) {
     text += axis_text(plan.outer[k]);
   }
   if (plan.shuffle) {
-    text += "] repeat " + axis_text(plan.shuffle->repeat) + " run " + axis_text(plan.shuffle->run) + " ways " +
+    text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
             std::to_string(plan.shuffle->offsets.size());
   } else {
     text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);

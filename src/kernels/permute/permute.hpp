@@ -36,12 +36,19 @@ struct tile_kernel {
 /// Returns the scalar tile kernel for elements of `width` bytes.
 tile_kernel select_tile_kernel(std::size_t width) noexcept;
 
+/// The axes a shuffle call walks besides its run: every inner position at every outer one
+/// (extent 1: absent).
+struct shuffle_repeat {
+  permute_axis outer;
+  permute_axis inner;
+};
+
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
 /// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}; null otherwise.
-/// `repeat` such runs follow, `src_repeat` / `dst_repeat` bytes apart.
+/// The run is repeated at every position of `repeat`.
 using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
-                            std::int64_t repeat, std::int64_t src_repeat, std::int64_t dst_repeat);
+                            const shuffle_repeat& repeat);
 shuffle_fn shuffle_kernel_scalar(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
@@ -51,7 +58,7 @@ struct shuffle_tile {
   shuffle_fn fn = nullptr;
   std::vector<std::int64_t> offsets;  ///< bytes: source rows (interleave) or destination rows
   permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
-  permute_axis repeat;                ///< an outer axis each call walks too (extent 1 if none)
+  shuffle_repeat repeat;              ///< outer axes each call walks too (extent 1 if none)
 };
 
 struct permute_plan {
