@@ -355,7 +355,8 @@ canonical_strides depth_side_strides(const space_depth_geometry& g, const shape_
 }
 
 // The axes in the destination's memory order, each with its source and destination stride.
-std::vector<kernels::permute_axis> permute_axes(const space_depth_geometry& g, const tensor_view& src,
+detail::fixed_vector<kernels::permute_axis, kernels::max_permute_axes> permute_axes(const space_depth_geometry& g,
+                                                                                  const tensor_view& src,
                                                 const mutable_tensor_view& dst) {
   const bool to_depth = g.op == space_depth_op::space_to_depth;
   const canonical_strides s = to_depth ? space_side_strides(g, src.strides()) : depth_side_strides(g, src.strides());
@@ -363,7 +364,7 @@ std::vector<kernels::permute_axis> permute_axes(const space_depth_geometry& g, c
   const auto bytes = static_cast<std::int64_t>(size_of(src.type()));
   const int K = g.spatial_rank;
 
-  std::vector<kernels::permute_axis> axes;
+  detail::fixed_vector<kernels::permute_axis, kernels::max_permute_axes> axes;
   auto add = [&](std::int64_t extent, std::int64_t src_stride, std::int64_t dst_stride) {
     axes.push_back({extent, src_stride * bytes, dst_stride * bytes});
   };

@@ -1,6 +1,7 @@
 #include "kernels/permute/permute.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 
@@ -18,6 +19,9 @@ constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 // A shuffle call moving fewer bytes than this over its run and inner repeat also walks an outer one.
 constexpr std::int64_t short_call_bytes = 4 * 1024;
 
+using axis_list = detail::fixed_vector<permute_axis, max_permute_axes>;
+using way_list = detail::fixed_vector<std::size_t, 4>;
+
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
 shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave) {
@@ -34,12 +38,12 @@ shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave
 // in the source with destination stride B * width. De-interleave: the same with the roles of
 // source and destination swapped. The order in which the other axes are walked does not change
 // the result, so they become the outer axes as they are.
-bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
+bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   const auto w = static_cast<std::int64_t>(plan.width);
   const std::size_t none = axes.size();
   struct candidate {
     bool interleave = true;
-    std::vector<std::size_t> ways_axes;
+    way_list ways_axes;
     std::size_t run = 0;
     std::int64_t ways = 1;
   };
@@ -50,7 +54,7 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
     auto far = [&](const permute_axis& a) { return interleave ? a.src_stride : a.dst_stride; };
     // Way axes: the first fills the near side's innermost elements, each further one continues
     // it (near stride = product so far); at most three, B <= 16. Fewer are tried too.
-    std::vector<std::size_t> ways_axes;
+    way_list ways_axes;
     std::int64_t product = 1;
     for (int level = 0; level < 3; ++level) {
       std::size_t next = none;
@@ -82,13 +86,13 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
   // Offsets in near-side order: the first way axis is the fastest digit.
   tile.offsets.assign(1, 0);
   for (std::size_t a : best->ways_axes) {
-    std::vector<std::int64_t> grown;
+    decltype(tile.offsets) grown;
     for (std::int64_t i = 0; i < axes[a].extent; ++i) {
       for (std::int64_t base : tile.offsets) grown.push_back(base + i * far(axes[a]));
     }
     tile.offsets = std::move(grown);
   }
-  std::vector<permute_axis> rest;
+  axis_list rest;
   for (std::size_t i = 0; i < axes.size(); ++i) {
     const bool is_way = std::find(best->ways_axes.begin(), best->ways_axes.end(), i) != best->ways_axes.end();
     if (!is_way && i != best->run) rest.push_back(axes[i]);
@@ -106,8 +110,8 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
   }
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
-  plan.kernel.name = std::string(best->interleave ? "interleave" : "deinterleave") + std::to_string(best->ways) + "_x" +
-                     std::to_string(w * 8) + "_" + std::string(to_string(active_isa()));
+  plan.shuffle->interleave = best->interleave;
+  plan.shuffle->level = active_isa();
   return true;
 }
 
@@ -116,7 +120,7 @@ bool choose_shuffle(permute_plan& plan, std::vector<permute_axis>& axes) {
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan;
   plan.width = element_bytes;
-  std::vector<permute_axis> kept;
+  axis_list kept;
   std::int64_t count = 1;
   for (const auto& axis : axes) {
     if (axis.extent == 0) return plan;  // empty: total_bytes stays 0
@@ -126,11 +130,15 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   plan.total_bytes = count * static_cast<std::int64_t>(element_bytes);
 
   // Innermost = smallest destination stride, so the output is written in order.
-  std::stable_sort(kept.begin(), kept.end(), [](const permute_axis& a, const permute_axis& b) {
-    return magnitude(a.dst_stride) > magnitude(b.dst_stride);
-  });
+  // (A stable insertion sort: a handful of axes, and std::stable_sort allocates a buffer.)
+  for (std::size_t i = 1; i < kept.size(); ++i) {
+    const permute_axis axis = kept[i];
+    std::size_t j = i;
+    for (; j > 0 && magnitude(kept[j - 1].dst_stride) < magnitude(axis.dst_stride); --j) kept[j] = kept[j - 1];
+    kept[j] = axis;
+  }
 
-  std::vector<permute_axis> fused;
+  axis_list fused;
   for (const auto& axis : kept) {
     if (!fused.empty()) {
       permute_axis& outer = fused.back();
@@ -169,10 +177,10 @@ namespace {
 // calls body(src_offset, dst_offset, item) with the byte offsets of that position; divisions
 // happen once per call, then an odometer advances.
 template <class Body>
-void for_each_item(const std::vector<permute_axis>& outer, std::int64_t items_per_outer, std::int64_t begin,
+void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::int64_t begin,
                    std::int64_t end, Body body) {
   const int depth = static_cast<int>(outer.size());
-  std::vector<std::int64_t> index(static_cast<std::size_t>(depth), 0);
+  std::array<std::int64_t, max_permute_axes> index{};
   std::int64_t outer_index = begin / items_per_outer;
   std::int64_t item = begin % items_per_outer;
   std::int64_t src_offset = 0;
@@ -278,6 +286,12 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   });
 }
 
+std::string kernel_name(const permute_plan& plan) {
+  if (!plan.shuffle) return plan.kernel.name;
+  return std::string(plan.shuffle->interleave ? "interleave" : "deinterleave") + std::to_string(plan.shuffle->offsets.size()) +
+         "_x" + std::to_string(plan.width * 8) + "_" + std::string(to_string(plan.shuffle->level));
+}
+
 std::string describe(const permute_plan& plan) {
   auto axis_text = [](const permute_axis& axis) {
     return std::to_string(axis.extent) + ":" + std::to_string(axis.src_stride) + "/" +
@@ -294,7 +308,7 @@ std::string describe(const permute_plan& plan) {
   } else {
     text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);
   }
-  text += " width " + std::to_string(plan.width) + " (" + plan.kernel.name + ")";
+  text += " width " + std::to_string(plan.width) + " (" + kernel_name(plan) + ")";
   return text;
 }
 

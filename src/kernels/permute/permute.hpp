@@ -13,9 +13,15 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <vector>
+
+#include "core/fixed_vector.hpp"
+#include "regrid/runtime.hpp"
+#include "regrid/tensor.hpp"
 
 namespace regrid::kernels {
+
+/// The most axes a problem has: batch, channel, K coarse and K block axes, a vector axis.
+inline constexpr std::size_t max_permute_axes = 2 * max_rank + 4;
 
 struct permute_axis {
   std::int64_t extent = 1;
@@ -30,7 +36,7 @@ using tile_copy_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t
 
 struct tile_kernel {
   tile_copy_fn copy = nullptr;
-  std::string name;
+  const char* name = "";
 };
 
 /// Returns the scalar tile kernel for elements of `width` bytes.
@@ -56,13 +62,15 @@ shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool inte
 /// A B-way shuffle over a run axis whose one side is contiguous, chosen instead of a tile.
 struct shuffle_tile {
   shuffle_fn fn = nullptr;
-  std::vector<std::int64_t> offsets;  ///< bytes: source rows (interleave) or destination rows
+  bool interleave = true;
+  isa level = isa::scalar;                          ///< the ISA the kernel was built for
+  detail::fixed_vector<std::int64_t, 16> offsets;  ///< bytes: source rows (interleave) or destination rows
   permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
   shuffle_repeat repeat;              ///< outer axes each call walks too (extent 1 if none)
 };
 
 struct permute_plan {
-  std::vector<permute_axis> outer;  ///< iterated outermost first
+  detail::fixed_vector<permute_axis, max_permute_axes> outer;  ///< iterated outermost first
   permute_axis row;                 ///< second-innermost axis (extent 1 if absent)
   permute_axis col;                 ///< innermost axis (extent 1 if absent)
   std::size_t width = 0;            ///< bytes per element after folding
@@ -77,6 +85,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads);
+
+/// The kernel's name, e.g. "interleave2_x32_avx512" or "copy_x64_scalar".
+std::string kernel_name(const permute_plan& plan);
 
 /// Human-readable form for diagnostics, e.g. "outer [4:+96/+8] tile 3x4 width 8 (copy_x64)".
 std::string describe(const permute_plan& plan);
