@@ -33,6 +33,21 @@ shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave
   return shuffle_kernel_scalar(width, ways, interleave);
 }
 
+// Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
+// them where one side is contiguous); anything wider, or of odd width, is a run the vector
+// kernels copy whole.
+tile_kernel tile_kernel_for_isa(std::size_t width) {
+  const bool number = width == 1 || width == 2 || width == 4 || width == 8;
+  if (!number) {
+    switch (active_isa()) {
+      case isa::avx512: return run_tile_kernel_avx512(width);
+      case isa::avx2: return run_tile_kernel_avx2(width);
+      case isa::scalar: break;
+    }
+  }
+  return select_tile_kernel(width);
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -167,7 +182,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     fused.pop_back();
   }
   plan.outer = std::move(fused);
-  plan.kernel = select_tile_kernel(plan.width);
+  plan.kernel = tile_kernel_for_isa(plan.width);
   return plan;
 }
 
