@@ -298,15 +298,17 @@ void check_description(const space_depth_geometry& g, const tensor_view& src, co
   }
 }
 
-void check_buffers(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
-  if (overlaps(src, dst)) {
+void check_buffers(const space_depth_geometry& g, const void* src, std::span<const std::int64_t> src_strides,
+                   const void* dst, std::span<const std::int64_t> dst_strides, dtype type) {
+  if (detail::memory_overlaps(src, size_of(type), g.input_shape, src_strides, dst, size_of(type), g.output_shape,
+                              dst_strides)) {
     fail_invalid(std::string(op_name(g.op)) + ": input and output memory overlap; the output must be a separate buffer");
   }
 }
 
 void check_operands(const space_depth_geometry& g, const tensor_view& src, const mutable_tensor_view& dst) {
   check_description(g, src, dst);
-  check_buffers(g, src, dst);
+  check_buffers(g, src.data(), src.strides(), dst.data(), dst.strides(), src.type());
 }
 
 // Canonical axes of the (2K+2)-D view: batch axes, C, O_1..O_K, B_1..B_K, and V for
@@ -503,11 +505,13 @@ std::string space_depth_plan::describe() const { return kernels::describe(impl_-
 
 void space_depth_plan::execute(const void* src, void* dst) const {
   const impl& p = *impl_;
-  // The views re-check the pointers (null for a non-empty tensor is an error).
-  const tensor_view in(static_cast<const std::byte*>(src), p.type, p.geometry.input_shape, p.input_strides);
-  const mutable_tensor_view out(static_cast<std::byte*>(dst), p.type, p.geometry.output_shape, p.output_strides);
-  ops::check_buffers(p.geometry, in, out);
-  kernels::run_permute(p.plan, in.data(), out.data(), num_threads());
+  // Checked on the stored shapes and strides directly: building views would copy them (heap
+  // allocations) on every call, which is what a plan exists to avoid.
+  // Null pointers for non-empty tensors get the sentence a view's constructor gives.
+  detail::validate_view(src, p.type, p.geometry.input_shape, p.input_strides);
+  detail::validate_view(dst, p.type, p.geometry.output_shape, p.output_strides);
+  ops::check_buffers(p.geometry, src, p.input_strides, dst, p.output_strides, p.type);
+  kernels::run_permute(p.plan, static_cast<const std::byte*>(src), static_cast<std::byte*>(dst), num_threads());
 }
 
 }  // namespace regrid

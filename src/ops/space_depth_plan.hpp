@@ -49,7 +49,8 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
 void check_description(const space_depth_geometry& geometry, const tensor_view& src,
                        const mutable_tensor_view& dst);
 /// Checks the buffers themselves: input and output must not overlap.
-void check_buffers(const space_depth_geometry& geometry, const tensor_view& src, const mutable_tensor_view& dst);
+void check_buffers(const space_depth_geometry& geometry, const void* src, std::span<const std::int64_t> src_strides,
+                   const void* dst, std::span<const std::int64_t> dst_strides, dtype type);
 /// Both of the above.
 void check_operands(const space_depth_geometry& geometry, const tensor_view& src,
                     const mutable_tensor_view& dst);

@@ -24,6 +24,10 @@ using way_list = detail::fixed_vector<std::size_t, 4>;
 
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
+bool contains(const way_list& ways, std::size_t axis) {
+  return std::find(ways.begin(), ways.end(), axis) != ways.end();
+}
+
 shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave) {
   switch (active_isa()) {
     case isa::avx512: return shuffle_kernel_avx512(width, ways, interleave);
@@ -74,8 +78,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
     for (int level = 0; level < 3; ++level) {
       std::size_t next = none;
       for (std::size_t i = 0; i < axes.size() && next == none; ++i) {
-        const bool used = std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end();
-        if (!used && near(axes[i]) == product * w && product * axes[i].extent <= 16) next = i;
+        if (!contains(ways_axes, i) && near(axes[i]) == product * w && product * axes[i].extent <= 16) next = i;
       }
       if (next == none) break;
       ways_axes.push_back(next);
@@ -85,8 +88,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
       std::int64_t ways = 1;
       for (std::size_t a : ways_axes) ways *= axes[a].extent;
       for (std::size_t i = 0; i < axes.size(); ++i) {
-        const bool is_way = std::find(ways_axes.begin(), ways_axes.end(), i) != ways_axes.end();
-        if (is_way || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 4) continue;
+        if (contains(ways_axes, i) || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 4) continue;
         if (shuffle_for_isa(plan.width, ways, interleave) == nullptr) continue;
         // The longest run wins: it decides how many whole vectors each call moves.
         if (!best || axes[i].extent > axes[best->run].extent) best = candidate{interleave, ways_axes, i, ways};
@@ -109,8 +111,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   }
   axis_list rest;
   for (std::size_t i = 0; i < axes.size(); ++i) {
-    const bool is_way = std::find(best->ways_axes.begin(), best->ways_axes.end(), i) != best->ways_axes.end();
-    if (!is_way && i != best->run) rest.push_back(axes[i]);
+    if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
   }
   // The innermost remaining axis is walked inside the kernel call, and the next one too when
   // runs are short, so that one call moves a useful amount of data.

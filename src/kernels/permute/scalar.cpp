@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/permute/permute.hpp"
+#include "kernels/permute/tile_walk.hpp"
 
 namespace regrid::kernels {
 namespace {
@@ -11,15 +12,8 @@ template <std::size_t Width>
 void copy_fixed(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
                 std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
                 std::int64_t dst_col, std::size_t /*width*/) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::byte* s = src + r * src_row;
-    std::byte* d = dst + r * dst_row;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      std::memcpy(d, s, Width);
-      s += src_col;
-      d += dst_col;
-    }
-  }
+  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col,
+                    [](const std::byte* s, std::byte* d) { std::memcpy(d, s, Width); });
 }
 
 // Widths without a specialization move in Unit-sized pieces (Unit divides width).
@@ -27,30 +21,17 @@ template <std::size_t Unit>
 void copy_units(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
                 std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
                 std::int64_t dst_col, std::size_t width) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::byte* s = src + r * src_row;
-    std::byte* d = dst + r * dst_row;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      for (std::size_t offset = 0; offset < width; offset += Unit) std::memcpy(d + offset, s + offset, Unit);
-      s += src_col;
-      d += dst_col;
-    }
-  }
+  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col, [width](const std::byte* s, std::byte* d) {
+    for (std::size_t offset = 0; offset < width; offset += Unit) std::memcpy(d + offset, s + offset, Unit);
+  });
 }
 
 // Long runs: one libc memcpy per run is already at memory speed.
 void copy_long_runs(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
                     std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
                     std::int64_t dst_col, std::size_t width) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::byte* s = src + r * src_row;
-    std::byte* d = dst + r * dst_row;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      std::memcpy(d, s, width);
-      s += src_col;
-      d += dst_col;
-    }
-  }
+  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col,
+                    [width](const std::byte* s, std::byte* d) { std::memcpy(d, s, width); });
 }
 
 }  // namespace
