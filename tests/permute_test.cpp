@@ -256,5 +256,79 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   }
 }
 
+// Every element of `axes` copied one at a time: the spec the kernels are checked against.
+void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
+  std::vector<std::int64_t> index(axes.size(), 0);
+  while (true) {
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      from += index[k] * axes[k].src_stride;
+      to += index[k] * axes[k].dst_stride;
+    }
+    std::memcpy(dst + to, src + from, static_cast<std::size_t>(width));
+    std::size_t k = axes.size();
+    while (k > 0 && ++index[k - 1] == axes[k - 1].extent) index[--k] = 0;
+    if (k == 0) return;
+  }
+}
+
+// Short runs whose rows continue across the repeat axes go through the staging buffer: batches
+// of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
+// and one that does not, padded near-side strides, every ISA, one and two threads.
+TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
+  std::mt19937_64 rng(11);
+  for (std::int64_t b : {2, 4, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      for (std::int64_t length : {4, 5, 7}) {
+        for (std::int64_t inner : {2, 3, 300}) {
+          for (std::int64_t outer : {1, 3}) {
+            for (bool continuing : {true, false}) {
+              for (bool interleave : {true, false}) {
+                // Far side: one row per way, continuing over (inner, outer) when `continuing`.
+                const std::int64_t run_bytes = length * width;
+                const std::int64_t far_outer = continuing ? inner * run_bytes : inner * run_bytes + 3 * width;
+                const std::int64_t far_row = outer * far_outer + width;
+                // Near side: all b ways of a run, b * run bytes, then padding.
+                const std::int64_t near_inner = b * run_bytes + 2 * width;
+                const std::int64_t near_outer = inner * near_inner + width;
+                const std::int64_t near_span = outer * near_outer;
+                const std::int64_t far_span = b * far_row;
+                std::vector<permute_axis> axes;
+                if (interleave) {  // near = destination
+                  axes = {{outer, far_outer, near_outer}, {inner, run_bytes, near_inner}, {length, width, b * width},
+                          {b, far_row, width}};
+                } else {
+                  axes = {{outer, near_outer, far_outer}, {inner, near_inner, run_bytes}, {b, width, far_row},
+                          {length, b * width, width}};
+                }
+                const std::int64_t src_span = (interleave ? far_span : near_span) + 64;
+                const std::int64_t dst_span = (interleave ? near_span : far_span) + 64;
+                std::vector<std::byte> src(static_cast<std::size_t>(src_span));
+                for (auto& v : src) v = static_cast<std::byte>(rng());
+                std::vector<std::byte> expected(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+                permute_naive(axes, src.data(), expected.data(), width);
+                for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+                  if (cap > detected_isa()) continue;
+                  set_max_isa(cap);
+                  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                  ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
+                  for (int threads : {1, 2}) {
+                    std::vector<std::byte> actual(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+                    run_permute(plan, src.data(), actual.data(), threads);
+                    ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
+                                                << " inner=" << inner << " outer=" << outer;
+                  }
+                }
+                set_max_isa(isa::avx512);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace regrid::kernels

@@ -18,6 +18,12 @@ constexpr std::int64_t min_parallel_bytes = 256 * 1024;
 constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 // A shuffle call moving fewer bytes than this over its run and inner repeat also walks an outer one.
 constexpr std::int64_t short_call_bytes = 4 * 1024;
+// Runs shorter than this are staged through an L1 buffer when their rows continue across a
+// repeat axis (shuffle_tile::segment_copy): below a vector per way, the shuffle's per-run
+// loads, masks and stores cost more than copying the segments twice.
+constexpr std::int64_t staged_run_bytes = 64;
+// The staging buffer: batches of segments, small enough to stay in L1 next to the rows in flight.
+constexpr std::int64_t staging_bytes = 16 * 1024;
 
 using axis_list = detail::fixed_vector<permute_axis, max_permute_axes>;
 using way_list = detail::fixed_vector<std::size_t, 4>;
@@ -112,6 +118,31 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   axis_list rest;
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
+  }
+  const std::int64_t run_bytes = tile.run.extent * w;
+  if (run_bytes < staged_run_bytes) {
+    // Repeat axes along which the far-side rows continue: the first right after a run, the second
+    // right after all of the first. Found in any order; the other axes stay outer as they are.
+    auto take_continuing = [&](std::int64_t far_stride) -> std::optional<permute_axis> {
+      for (std::size_t i = 0; i < rest.size(); ++i) {
+        if (far(rest[i]) != far_stride) continue;
+        const permute_axis axis = rest[i];
+        for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
+        rest.pop_back();
+        return axis;
+      }
+      return std::nullopt;
+    };
+    if (const std::optional<permute_axis> inner = take_continuing(run_bytes)) {
+      tile.repeat.inner = *inner;
+      if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes)) tile.repeat.outer = *outer;
+      tile.segment_copy = tile_kernel_for_isa(static_cast<std::size_t>(run_bytes) * tile.offsets.size());
+      plan.outer = std::move(rest);
+      plan.shuffle = std::move(tile);
+      plan.shuffle->interleave = best->interleave;
+      plan.shuffle->level = active_isa();
+      return true;
+    }
   }
   // The innermost remaining axis is walked inside the kernel call, and the next one too when
   // runs are short, so that one call moves a useful amount of data.
@@ -225,6 +256,44 @@ void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::in
   }
 }
 
+// One call of a staged shuffle (see shuffle_tile::segment_copy): batches of whole segments go
+// through an L1 buffer. A batch is whole inner rows when they fit, else part of one inner row;
+// either way its segments are consecutive on the far side, so one shuffle call covers it.
+void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst,
+                std::int64_t length, const shuffle_repeat& repeat) {
+  alignas(64) std::byte buffer[staging_bytes];
+  const bool interleave = tile.interleave;
+  auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
+  const std::int64_t far_bytes = length * static_cast<std::int64_t>(width);  // one segment's run per way
+  const std::int64_t segment = far_bytes * static_cast<std::int64_t>(tile.offsets.size());
+  const std::int64_t capacity = std::max<std::int64_t>(1, staging_bytes / segment);
+  const std::int64_t inner = repeat.inner.extent;
+  const std::int64_t outer = repeat.outer.extent;
+  const shuffle_repeat once{};
+  auto stage = [&](std::int64_t o, std::int64_t i, std::int64_t rows, std::int64_t cols) {
+    const std::int64_t near_offset = o * near(repeat.outer) + i * near(repeat.inner);
+    const std::int64_t far_offset = (o * inner + i) * far_bytes;
+    const std::int64_t run = rows * cols * length;
+    if (interleave) {
+      tile.fn(src + far_offset, buffer, run, tile.offsets.data(), once);
+      tile.segment_copy.copy(buffer, dst + near_offset, rows, cols, cols * segment, segment, near(repeat.outer),
+                             near(repeat.inner), static_cast<std::size_t>(segment));
+    } else {
+      tile.segment_copy.copy(src + near_offset, buffer, rows, cols, near(repeat.outer), near(repeat.inner),
+                             cols * segment, segment, static_cast<std::size_t>(segment));
+      tile.fn(buffer, dst + far_offset, run, tile.offsets.data(), once);
+    }
+  };
+  if (inner <= capacity) {
+    const std::int64_t rows_per_batch = capacity / inner;
+    for (std::int64_t o = 0; o < outer; o += rows_per_batch) stage(o, 0, std::min(rows_per_batch, outer - o), inner);
+    return;
+  }
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i = 0; i < inner; i += capacity) stage(o, i, 1, std::min(capacity, inner - i));
+  }
+}
+
 // parallel_for without the pool (and its std::function) when one thread does everything.
 template <class Body>
 void split_items(std::int64_t items, int threads, const Body& body) {
@@ -235,6 +304,42 @@ void split_items(std::int64_t items, int threads, const Body& body) {
   runtime::parallel_for(items, threads, body);
 }
 
+// A staged plan's work items are blocks of its outermost repeat axis at each outer position,
+// ordered block-major: the outer positions usually interleave within the same near-side cache
+// lines (the fine pixels of one coarse pixel), so a block's near-side region (about
+// staged_block_bytes) is fetched once and reused from L2 by every outer position.
+constexpr std::int64_t staged_block_bytes = 128 * 1024;
+
+void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, int threads,
+                     std::int64_t outer_count) {
+  const shuffle_tile& tile = *plan.shuffle;
+  const bool two_levels = tile.repeat.outer.extent > 1;
+  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
+  const std::int64_t near_step = magnitude(tile.interleave ? split_axis.dst_stride : split_axis.src_stride);
+  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
+                                  (two_levels ? tile.repeat.inner.extent : 1);
+  const std::int64_t per_item = std::clamp<std::int64_t>(
+      staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1}), 1, split_axis.extent);
+  const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
+  split_items(blocks * outer_count, threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t first = (item / outer_count) * per_item;
+      std::int64_t position = item % outer_count;
+      std::int64_t src_offset = first * split_axis.src_stride;
+      std::int64_t dst_offset = first * split_axis.dst_stride;
+      for (std::size_t k = plan.outer.size(); k-- > 0;) {
+        const permute_axis& axis = plan.outer[k];
+        src_offset += (position % axis.extent) * axis.src_stride;
+        dst_offset += (position % axis.extent) * axis.dst_stride;
+        position /= axis.extent;
+      }
+      shuffle_repeat repeat = tile.repeat;
+      (two_levels ? repeat.outer : repeat.inner).extent = std::min(per_item, split_axis.extent - first);
+      run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat);
+    }
+  });
+}
+
 }  // namespace
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
@@ -243,6 +348,10 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   std::int64_t outer_count = 1;
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
+  if (plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) {
+    run_staged_plan(plan, src, dst, threads, outer_count);
+    return;
+  }
   if (plan.shuffle) {
     // Work items are blocks of the outermost repeat axis the call walks, each with whole runs, or
     // chunks of one long run when there is nothing to repeat.
@@ -267,9 +376,9 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
         shuffle_repeat repeat = tile.repeat;
         permute_axis& part = two_levels ? repeat.outer : repeat.inner;
         part.extent = std::min(per_item, split_axis.extent - first_split);
-        tile.fn(src + src_offset + first * tile.run.src_stride + first_split * split_axis.src_stride,
-                dst + dst_offset + first * tile.run.dst_stride + first_split * split_axis.dst_stride,
-                std::min(chunk, tile.run.extent - first), tile.offsets.data(), repeat);
+        const std::byte* from = src + src_offset + first * tile.run.src_stride + first_split * split_axis.src_stride;
+        std::byte* to = dst + dst_offset + first * tile.run.dst_stride + first_split * split_axis.dst_stride;
+        tile.fn(from, to, std::min(chunk, tile.run.extent - first), tile.offsets.data(), repeat);
       });
     });
     return;
@@ -320,7 +429,7 @@ std::string describe(const permute_plan& plan) {
   }
   if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
-            std::to_string(plan.shuffle->offsets.size());
+            std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "");
   } else {
     text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);
   }

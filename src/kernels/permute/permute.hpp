@@ -70,6 +70,13 @@ struct shuffle_tile {
   detail::fixed_vector<std::int64_t, 16> offsets;  ///< bytes: source rows (interleave) or destination rows
   permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
   shuffle_repeat repeat;              ///< outer axes each call walks too (extent 1 if none)
+  /// Set for short runs whose rows continue across the repeat axes on the side the offsets
+  /// address (the far side: src for interleave, dst for de-interleave), i.e. far stride of
+  /// repeat.inner = run bytes and, unless its extent is 1, far stride of repeat.outer =
+  /// inner extent * run bytes. Each call then stages batches of near-side segments (all B ways
+  /// of one run, B * run bytes) in an L1 buffer with this run copy, so the shuffle sees one long
+  /// run per batch instead of one short run per repeat position.
+  tile_kernel segment_copy;
 };
 
 struct permute_plan {
