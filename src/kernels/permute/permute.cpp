@@ -213,6 +213,11 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     plan.row = fused.back();
     fused.pop_back();
   }
+  // A tile of a few runs would cost a call (and an odometer step) per few dozen bytes.
+  if (!fused.empty() && plan.row.extent * plan.col.extent * width < short_call_bytes) {
+    plan.plane = fused.back();
+    fused.pop_back();
+  }
   plan.outer = std::move(fused);
   plan.kernel = tile_kernel_for_isa(plan.width);
   return plan;
@@ -276,11 +281,13 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
     const std::int64_t run = rows * cols * length;
     if (interleave) {
       tile.fn(src + far_offset, buffer, run, tile.offsets.data(), once);
-      tile.segment_copy.copy(buffer, dst + near_offset, rows, cols, cols * segment, segment, near(repeat.outer),
-                             near(repeat.inner), static_cast<std::size_t>(segment));
+      const tile_shape unpack{.rows = rows, .cols = cols, .src_row = cols * segment, .src_col = segment,
+                              .dst_row = near(repeat.outer), .dst_col = near(repeat.inner)};
+      tile.segment_copy.copy(buffer, dst + near_offset, unpack, static_cast<std::size_t>(segment));
     } else {
-      tile.segment_copy.copy(src + near_offset, buffer, rows, cols, near(repeat.outer), near(repeat.inner),
-                             cols * segment, segment, static_cast<std::size_t>(segment));
+      const tile_shape pack{.rows = rows, .cols = cols, .src_row = near(repeat.outer), .src_col = near(repeat.inner),
+                            .dst_row = cols * segment, .dst_col = segment};
+      tile.segment_copy.copy(src + near_offset, buffer, pack, static_cast<std::size_t>(segment));
       tile.fn(buffer, dst + far_offset, run, tile.offsets.data(), once);
     }
   };
@@ -396,17 +403,25 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     return;
   }
 
-  // Work items are blocks of rows, each a full run of columns.
-  const std::int64_t rows = plan.row.extent;
+  // Work items are blocks of planes of whole tiles, or, without a plane axis, blocks of rows of
+  // whole columns.
+  const bool by_plane = plan.plane.extent > 1;
+  const permute_axis& split_axis = by_plane ? plan.plane : plan.row;
   const std::int64_t row_bytes = plan.col.extent * static_cast<std::int64_t>(plan.width);
-  const std::int64_t rows_per_item = std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(row_bytes, 1), 1, rows);
-  const std::int64_t items_per_outer = (rows + rows_per_item - 1) / rows_per_item;
+  const std::int64_t unit_bytes = by_plane ? plan.row.extent * row_bytes : row_bytes;
+  const std::int64_t per_item =
+      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
+  const std::int64_t items_per_outer = (split_axis.extent + per_item - 1) / per_item;
+  const tile_shape whole{.planes = plan.plane.extent, .rows = plan.row.extent, .cols = plan.col.extent,
+                         .src_plane = plan.plane.src_stride, .src_row = plan.row.src_stride, .src_col = plan.col.src_stride,
+                         .dst_plane = plan.plane.dst_stride, .dst_row = plan.row.dst_stride, .dst_col = plan.col.dst_stride};
   split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
     for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-      const std::int64_t first = item * rows_per_item;
-      plan.kernel.copy(src + src_offset + first * plan.row.src_stride, dst + dst_offset + first * plan.row.dst_stride,
-                       std::min(rows_per_item, rows - first), plan.col.extent, plan.row.src_stride,
-                       plan.col.src_stride, plan.row.dst_stride, plan.col.dst_stride, plan.width);
+      const std::int64_t first = item * per_item;
+      tile_shape part = whole;
+      (by_plane ? part.planes : part.rows) = std::min(per_item, split_axis.extent - first);
+      plan.kernel.copy(src + src_offset + first * split_axis.src_stride, dst + dst_offset + first * split_axis.dst_stride,
+                       part, plan.width);
     });
   });
 }
@@ -431,7 +446,9 @@ std::string describe(const permute_plan& plan) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
             std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "");
   } else {
-    text += "] row " + axis_text(plan.row) + " col " + axis_text(plan.col);
+    text += "] ";
+    if (plan.plane.extent > 1) text += "plane " + axis_text(plan.plane) + " ";
+    text += "row " + axis_text(plan.row) + " col " + axis_text(plan.col);
   }
   text += " width " + std::to_string(plan.width) + " (" + kernel_name(plan) + ")";
   return text;

@@ -29,10 +29,21 @@ struct permute_axis {
   std::int64_t dst_stride = 0;  ///< bytes
 };
 
-/// Copies a rows x cols tile of `width`-byte elements between strided layouts.
-using tile_copy_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t rows,
-                              std::int64_t cols, std::int64_t src_row, std::int64_t src_col,
-                              std::int64_t dst_row, std::int64_t dst_col, std::size_t width);
+/// A planes x rows x cols block of elements; strides in bytes.
+struct tile_shape {
+  std::int64_t planes = 1;
+  std::int64_t rows = 1;
+  std::int64_t cols = 1;
+  std::int64_t src_plane = 0;
+  std::int64_t src_row = 0;
+  std::int64_t src_col = 0;
+  std::int64_t dst_plane = 0;
+  std::int64_t dst_row = 0;
+  std::int64_t dst_col = 0;
+};
+
+/// Copies a tile of `width`-byte elements between strided layouts.
+using tile_copy_fn = void (*)(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t width);
 
 struct tile_kernel {
   tile_copy_fn copy = nullptr;
@@ -81,6 +92,7 @@ struct shuffle_tile {
 
 struct permute_plan {
   detail::fixed_vector<permute_axis, max_permute_axes> outer;  ///< iterated outermost first
+  permute_axis plane;               ///< third-innermost axis, walked inside a tile call when tiles are small (extent 1 if not)
   permute_axis row;                 ///< second-innermost axis (extent 1 if absent)
   permute_axis col;                 ///< innermost axis (extent 1 if absent)
   std::size_t width = 0;            ///< bytes per element after folding

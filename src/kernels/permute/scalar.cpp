@@ -9,28 +9,22 @@ namespace regrid::kernels {
 namespace {
 
 template <std::size_t Width>
-void copy_fixed(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
-                std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
-                std::int64_t dst_col, std::size_t /*width*/) {
-  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col,
+void copy_fixed(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t /*width*/) {
+  for_each_tile_run(src, dst, shape,
                     [](const std::byte* s, std::byte* d) { std::memcpy(d, s, Width); });
 }
 
 // Widths without a specialization move in Unit-sized pieces (Unit divides width).
 template <std::size_t Unit>
-void copy_units(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
-                std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
-                std::int64_t dst_col, std::size_t width) {
-  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col, [width](const std::byte* s, std::byte* d) {
+void copy_units(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t width) {
+  for_each_tile_run(src, dst, shape, [width](const std::byte* s, std::byte* d) {
     for (std::size_t offset = 0; offset < width; offset += Unit) std::memcpy(d + offset, s + offset, Unit);
   });
 }
 
 // Long runs: one libc memcpy per run is already at memory speed.
-void copy_long_runs(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
-                    std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
-                    std::int64_t dst_col, std::size_t width) {
-  for_each_tile_run(src, dst, rows, cols, src_row, src_col, dst_row, dst_col,
+void copy_long_runs(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t width) {
+  for_each_tile_run(src, dst, shape,
                     [width](const std::byte* s, std::byte* d) { std::memcpy(d, s, width); });
 }
 

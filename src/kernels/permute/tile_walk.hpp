@@ -6,19 +6,24 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/permute/permute.hpp"
+
 namespace regrid::kernels {
 
 template <class CopyRun>
-static inline void for_each_tile_run(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols,
-                                     std::int64_t src_row, std::int64_t src_col, std::int64_t dst_row,
-                                     std::int64_t dst_col, CopyRun copy_run) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::byte* s = src + r * src_row;
-    std::byte* d = dst + r * dst_row;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      copy_run(s, d);
-      s += src_col;
-      d += dst_col;
+static inline void for_each_tile_run(const std::byte* src, std::byte* dst, const tile_shape& shape, CopyRun copy_run) {
+  // A local copy: the stores through std::byte* could alias `shape`, which would make the
+  // compiler reload every extent and stride after each run.
+  const tile_shape t = shape;
+  for (std::int64_t p = 0; p < t.planes; ++p) {
+    for (std::int64_t r = 0; r < t.rows; ++r) {
+      const std::byte* s = src + p * t.src_plane + r * t.src_row;
+      std::byte* d = dst + p * t.dst_plane + r * t.dst_row;
+      for (std::int64_t c = 0; c < t.cols; ++c) {
+        copy_run(s, d);
+        s += t.src_col;
+        d += t.dst_col;
+      }
     }
   }
 }
