@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/checked.hpp"
+#include "core/fixed_vector.hpp"
 #include "kernels/permute/permute.hpp"
 #include "ops/space_depth_plan.hpp"
 #include "regrid/runtime.hpp"
@@ -283,11 +284,17 @@ void check_description(const space_depth_geometry& g, const tensor_view& src, co
   if (src.numel() == 0) return;
   // Every output element needs its own address: with axes sorted by stride, each stride must
   // step past everything the smaller axes can reach.
-  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (|stride|, extent)
+  struct strided_axis {
+    std::int64_t stride;  // magnitude
+    std::int64_t extent;
+  };
+  detail::fixed_vector<strided_axis, max_rank> axes;  // inline: this runs on every call
   for (int k = 0; k < dst.rank(); ++k) {
-    if (dst.shape()[k] > 1) axes.emplace_back(std::abs(dst.strides()[k]), dst.shape()[k]);
+    if (dst.shape()[k] > 1) axes.push_back({std::abs(dst.strides()[k]), dst.shape()[k]});
   }
-  std::sort(axes.begin(), axes.end());
+  std::sort(axes.begin(), axes.end(), [](const strided_axis& a, const strided_axis& b) {
+    return a.stride != b.stride ? a.stride < b.stride : a.extent < b.extent;
+  });
   std::int64_t reach = 0;
   for (const auto& [stride, extent] : axes) {
     if (stride <= reach) {
