@@ -77,6 +77,13 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
     // The "near" side is the one whose innermost B elements the ways fill.
     auto near = [&](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
     auto far = [&](const permute_axis& a) { return interleave ? a.src_stride : a.dst_stride; };
+    // Whether another axis continues the far rows of run axis `run` (see shuffle_tile::segment_copy).
+    auto continues_far_rows = [&](std::size_t run, const way_list& ways_axes) {
+      for (std::size_t j = 0; j < axes.size(); ++j) {
+        if (j != run && !contains(ways_axes, j) && far(axes[j]) == axes[run].extent * w) return true;
+      }
+      return false;
+    };
     // Way axes: the first fills the near side's innermost elements, each further one continues
     // it (near stride = product so far); at most three, B <= 16. Fewer are tried too.
     way_list ways_axes;
@@ -94,7 +101,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
       std::int64_t ways = 1;
       for (std::size_t a : ways_axes) ways *= axes[a].extent;
       for (std::size_t i = 0; i < axes.size(); ++i) {
-        if (contains(ways_axes, i) || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 4) continue;
+        if (contains(ways_axes, i) || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 2) continue;
+        // Runs of 2 or 3 are worth a shuffle only when staging joins them into long rows.
+        if (axes[i].extent < 4 && !continues_far_rows(i, ways_axes)) continue;
         if (shuffle_for_isa(plan.width, ways, interleave) == nullptr) continue;
         // The longest run wins: it decides how many whole vectors each call moves.
         if (!best || axes[i].extent > axes[best->run].extent) best = candidate{interleave, ways_axes, i, ways};
