@@ -223,7 +223,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     fused.pop_back();
   }
   // A tile of a few runs would cost a call (and an odometer step) per few dozen bytes.
-  if (!fused.empty() && plan.row.extent * plan.col.extent * width < short_call_bytes) {
+  if (!fused.empty() && plan.row.extent * plan.col.extent * static_cast<std::int64_t>(plan.width) < short_call_bytes) {
     plan.plane = fused.back();
     fused.pop_back();
   }
