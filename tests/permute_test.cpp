@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/permute/permute.hpp"
@@ -157,6 +158,44 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   }
 }
 
+// Every element of `axes` copied one at a time: the spec the kernels are checked against.
+void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
+  std::vector<std::int64_t> index(axes.size(), 0);
+  while (true) {
+    std::int64_t from = 0;
+    std::int64_t to = 0;
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      from += index[k] * axes[k].src_stride;
+      to += index[k] * axes[k].dst_stride;
+    }
+    std::memcpy(dst + to, src + from, static_cast<std::size_t>(width));
+    std::size_t k = axes.size();
+    while (k > 0 && ++index[k - 1] == axes[k - 1].extent) index[--k] = 0;
+    if (k == 0) return;
+  }
+}
+
+// Plans `axes` under every ISA cap the host has and runs each plan on one and two threads into
+// a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged`, every plan must
+// stage its short runs.
+void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width, const std::vector<std::byte>& src,
+                              const std::vector<std::byte>& expected, const std::string& context, bool staged = false) {
+  for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (staged) {
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
+    }
+    for (int threads : {1, 2}) {
+      std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+      run_permute(plan, src.data(), actual.data(), threads);
+      ASSERT_EQ(actual, expected) << describe(plan) << context << " threads=" << threads;
+    }
+  }
+  set_max_isa(isa::avx512);
+}
+
 // Short runs with one and two repeat axes around them (the four-runs-at-once path walks the
 // flattened repeats, so counts that are not multiples of four leave partial groups), padded
 // strides on both sides, on every ISA the host has.
@@ -187,32 +226,11 @@ TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
               std::vector<std::byte> src(static_cast<std::size_t>(span));
               for (auto& v : src) v = static_cast<std::byte>(rng());
               std::vector<std::byte> expected(static_cast<std::size_t>(span), std::byte{0x5A});
-              for (std::int64_t o = 0; o < outer; ++o) {
-                for (std::int64_t i = 0; i < inner; ++i) {
-                  for (std::int64_t p = 0; p < axes[2].extent; ++p) {
-                    for (std::int64_t q = 0; q < axes[3].extent; ++q) {
-                      const auto at = [&](auto stride) {
-                        return o * (axes[0].*stride) + i * (axes[1].*stride) + p * (axes[2].*stride) +
-                               q * (axes[3].*stride);
-                      };
-                      std::memcpy(expected.data() + at(&permute_axis::dst_stride),
-                                  src.data() + at(&permute_axis::src_stride), static_cast<std::size_t>(width));
-                    }
-                  }
-                }
-              }
-              for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
-                if (cap > detected_isa()) continue;
-                set_max_isa(cap);
-                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-                for (int threads : {1, 2}) {
-                  std::vector<std::byte> actual(static_cast<std::size_t>(span), std::byte{0x5A});
-                  run_permute(plan, src.data(), actual.data(), threads);
-                  ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
-                                              << " inner=" << inner << " outer=" << outer;
-                }
-              }
-              set_max_isa(isa::avx512);
+              permute_naive(axes, src.data(), expected.data(), width);
+              ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(
+                  axes, width, src, expected,
+                  " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
+                      " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer)));
             }
           }
         }
@@ -258,23 +276,6 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   }
 }
 
-// Every element of `axes` copied one at a time: the spec the kernels are checked against.
-void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
-  std::vector<std::int64_t> index(axes.size(), 0);
-  while (true) {
-    std::int64_t from = 0;
-    std::int64_t to = 0;
-    for (std::size_t k = 0; k < axes.size(); ++k) {
-      from += index[k] * axes[k].src_stride;
-      to += index[k] * axes[k].dst_stride;
-    }
-    std::memcpy(dst + to, src + from, static_cast<std::size_t>(width));
-    std::size_t k = axes.size();
-    while (k > 0 && ++index[k - 1] == axes[k - 1].extent) index[--k] = 0;
-    if (k == 0) return;
-  }
-}
-
 // Short runs whose rows continue across the repeat axes go through the staging buffer: batches
 // of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
 // and one that does not, padded near-side strides, every ISA, one and two threads.
@@ -310,19 +311,11 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                 for (auto& v : src) v = static_cast<std::byte>(rng());
                 std::vector<std::byte> expected(static_cast<std::size_t>(dst_span), std::byte{0x5A});
                 permute_naive(axes, src.data(), expected.data(), width);
-                for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
-                  if (cap > detected_isa()) continue;
-                  set_max_isa(cap);
-                  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-                  ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
-                  for (int threads : {1, 2}) {
-                    std::vector<std::byte> actual(static_cast<std::size_t>(dst_span), std::byte{0x5A});
-                    run_permute(plan, src.data(), actual.data(), threads);
-                    ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
-                                                << " inner=" << inner << " outer=" << outer;
-                  }
-                }
-                set_max_isa(isa::avx512);
+                ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(
+                    axes, width, src, expected,
+                    " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
+                        " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
+                    /*staged=*/true));
               }
             }
           }

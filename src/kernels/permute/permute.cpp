@@ -58,6 +58,16 @@ tile_kernel tile_kernel_for_isa(std::size_t width) {
   return select_tile_kernel(width);
 }
 
+// The first axis that continues far-side rows ending at `far_stride` (far side: src for an
+// interleave, dst for a de-interleave), skipping those `skip` names; axes.size() if none.
+template <class Skip>
+std::size_t find_continuing(const axis_list& axes, bool interleave, std::int64_t far_stride, Skip skip) {
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (!skip(i) && (interleave ? axes[i].src_stride : axes[i].dst_stride) == far_stride) return i;
+  }
+  return axes.size();
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -77,13 +87,6 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
     // The "near" side is the one whose innermost B elements the ways fill.
     auto near = [&](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
     auto far = [&](const permute_axis& a) { return interleave ? a.src_stride : a.dst_stride; };
-    // Whether another axis continues the far rows of run axis `run` (see shuffle_tile::segment_copy).
-    auto continues_far_rows = [&](std::size_t run, const way_list& ways_axes) {
-      for (std::size_t j = 0; j < axes.size(); ++j) {
-        if (j != run && !contains(ways_axes, j) && far(axes[j]) == axes[run].extent * w) return true;
-      }
-      return false;
-    };
     // Way axes: the first fills the near side's innermost elements, each further one continues
     // it (near stride = product so far); at most three, B <= 16. Fewer are tried too.
     way_list ways_axes;
@@ -103,7 +106,11 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
       for (std::size_t i = 0; i < axes.size(); ++i) {
         if (contains(ways_axes, i) || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 2) continue;
         // Runs of 2 or 3 are worth a shuffle only when staging joins them into long rows.
-        if (axes[i].extent < 4 && !continues_far_rows(i, ways_axes)) continue;
+        if (axes[i].extent < 4 &&
+            find_continuing(axes, interleave, axes[i].extent * w,
+                            [&](std::size_t j) { return j == i || contains(ways_axes, j); }) == axes.size()) {
+          continue;
+        }
         if (shuffle_for_isa(plan.width, ways, interleave) == nullptr) continue;
         // The longest run wins: it decides how many whole vectors each call moves.
         if (!best || axes[i].extent > axes[best->run].extent) best = candidate{interleave, ways_axes, i, ways};
@@ -128,41 +135,34 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
   }
+  // Short runs: repeat axes along which the far-side rows continue, the first right after a run,
+  // the second right after all of the first, found in any order (the other axes stay outer as
+  // they are), make a staged plan.
   const std::int64_t run_bytes = tile.run.extent * w;
-  if (run_bytes < staged_run_bytes) {
-    // Repeat axes along which the far-side rows continue: the first right after a run, the second
-    // right after all of the first. Found in any order; the other axes stay outer as they are.
-    auto take_continuing = [&](std::int64_t far_stride) -> std::optional<permute_axis> {
-      for (std::size_t i = 0; i < rest.size(); ++i) {
-        if (far(rest[i]) != far_stride) continue;
-        const permute_axis axis = rest[i];
-        for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
-        rest.pop_back();
-        return axis;
-      }
-      return std::nullopt;
-    };
-    if (const std::optional<permute_axis> inner = take_continuing(run_bytes)) {
-      tile.repeat.inner = *inner;
-      if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes)) tile.repeat.outer = *outer;
-      tile.segment_copy = tile_kernel_for_isa(static_cast<std::size_t>(run_bytes) * tile.offsets.size());
-      plan.outer = std::move(rest);
-      plan.shuffle = std::move(tile);
-      plan.shuffle->interleave = best->interleave;
-      plan.shuffle->level = active_isa();
-      return true;
+  auto take_continuing = [&](std::int64_t far_stride) -> std::optional<permute_axis> {
+    const std::size_t i = find_continuing(rest, best->interleave, far_stride, [](std::size_t) { return false; });
+    if (i == rest.size()) return std::nullopt;
+    const permute_axis axis = rest[i];
+    for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
+    rest.pop_back();
+    return axis;
+  };
+  if (const std::optional<permute_axis> inner = run_bytes < staged_run_bytes ? take_continuing(run_bytes) : std::nullopt) {
+    tile.repeat.inner = *inner;
+    if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes)) tile.repeat.outer = *outer;
+    tile.segment_copy = tile_kernel_for_isa(static_cast<std::size_t>(run_bytes) * tile.offsets.size());
+  } else {
+    // The innermost remaining axis is walked inside the kernel call, and the next one too when
+    // runs are short, so that one call moves a useful amount of data.
+    if (!rest.empty()) {
+      tile.repeat.inner = rest.back();
+      rest.pop_back();
     }
-  }
-  // The innermost remaining axis is walked inside the kernel call, and the next one too when
-  // runs are short, so that one call moves a useful amount of data.
-  if (!rest.empty()) {
-    tile.repeat.inner = rest.back();
-    rest.pop_back();
-  }
-  const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * w * tile.run.extent * tile.repeat.inner.extent;
-  if (!rest.empty() && inner_bytes < short_call_bytes) {
-    tile.repeat.outer = rest.back();
-    rest.pop_back();
+    const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * run_bytes * tile.repeat.inner.extent;
+    if (!rest.empty() && inner_bytes < short_call_bytes) {
+      tile.repeat.outer = rest.back();
+      rest.pop_back();
+    }
   }
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
@@ -337,22 +337,18 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   const std::int64_t per_item = std::clamp<std::int64_t>(
       staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1}), 1, split_axis.extent);
   const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
+  // The blocks become the outermost axis, so the odometer walks them block-major.
+  axis_list by_block;
+  by_block.push_back({blocks, per_item * split_axis.src_stride, per_item * split_axis.dst_stride});
+  for (const permute_axis& axis : plan.outer) by_block.push_back(axis);
   split_items(blocks * outer_count, threads, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t first = (item / outer_count) * per_item;
-      std::int64_t position = item % outer_count;
-      std::int64_t src_offset = first * split_axis.src_stride;
-      std::int64_t dst_offset = first * split_axis.dst_stride;
-      for (std::size_t k = plan.outer.size(); k-- > 0;) {
-        const permute_axis& axis = plan.outer[k];
-        src_offset += (position % axis.extent) * axis.src_stride;
-        dst_offset += (position % axis.extent) * axis.dst_stride;
-        position /= axis.extent;
-      }
+    std::int64_t item = begin;
+    for_each_item(by_block, 1, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t) {
+      const std::int64_t first = (item++ / outer_count) * per_item;
       shuffle_repeat repeat = tile.repeat;
       (two_levels ? repeat.outer : repeat.inner).extent = std::min(per_item, split_axis.extent - first);
       run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat);
-    }
+    });
   });
 }
 
