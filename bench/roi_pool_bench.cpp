@@ -95,12 +95,17 @@ prepared prepare(const roi_case& c, regrid::layout memory_layout) {
   return p;
 }
 
-void forward(benchmark::State& state, const roi_case& c, regrid::layout memory_layout) {
+// Fresh outputs every call, as torchvision returns them; with `cached` false the memory cache is
+// off, so every call also pays for the system zeroing its fresh pages.
+void forward(benchmark::State& state, const roi_case& c, regrid::layout memory_layout, bool cached) {
   const prepared p = prepare(c, memory_layout);
+  const std::size_t limit = regrid::memory_cache_limit();
+  if (!cached) regrid::set_memory_cache_limit(0);
   for (auto _ : state) {
     regrid::roi_pool_result result = regrid::roi_pool(p.input, p.rois, p.options, std::nullopt, true);
     benchmark::DoNotOptimize(result.output.data());
   }
+  regrid::set_memory_cache_limit(limit);
   state.counters["threads"] = regrid::num_threads();
 }
 
@@ -136,7 +141,10 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     for (regrid::layout memory_layout : {regrid::layout::nchw, regrid::layout::nhwc}) {
       const std::string suffix = std::string(c.name) + "/" + std::string(regrid::to_string(memory_layout));
-      benchmark::RegisterBenchmark(("roi_pool_forward/" + suffix).c_str(), forward, c, memory_layout)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("roi_pool_forward/" + suffix).c_str(), forward, c, memory_layout, true)
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("roi_pool_forward_uncached/" + suffix).c_str(), forward, c, memory_layout, false)
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("roi_pool_forward_into/" + suffix).c_str(), forward_into, c, memory_layout)
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("roi_pool_backward/" + suffix).c_str(), backward, c, memory_layout)->Unit(benchmark::kMillisecond);

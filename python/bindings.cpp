@@ -261,7 +261,16 @@ NB_MODULE(_regrid, m) {
         nb::arg("grad_output"), nb::arg("argmax"), nb::arg("input_shape"), nb::arg("roi_batch").none(),
         nb::arg("layout").none(), nb::arg("dtype").none());
 
+  // Result storage for the Python layer: regrid's allocator, so large results go through the
+  // memory cache instead of fresh pages from NumPy's allocator.
+  m.def("empty_bytes", [](std::int64_t bytes) {
+    return to_numpy(regrid::tensor(regrid::uninitialized, regrid::dtype::uint8, {bytes}));
+  }, nb::arg("bytes"));
   m.def("version", [] { return std::string(REGRID_VERSION_STRING); });
   m.def("num_threads", [] { return regrid::num_threads(); });
   m.def("set_num_threads", [](int count) { regrid::set_num_threads(count); }, nb::arg("count"));
+  m.def("memory_cache_limit", [] { return regrid::memory_cache_limit(); });
+  m.def("set_memory_cache_limit", [](std::size_t bytes) { regrid::set_memory_cache_limit(bytes); }, nb::arg("bytes"));
+  m.def("cached_memory_bytes", [] { return regrid::cached_memory_bytes(); });
+  m.def("release_cached_memory", [] { regrid::release_cached_memory(); });
 }

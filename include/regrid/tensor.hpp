@@ -144,14 +144,15 @@ class tensor {
   operator tensor_view() const { return view(); }  // NOLINT(google-explicit-constructor)
 
  private:
-  struct aligned_free {
+  struct storage_release {
+    std::size_t capacity;  // value-initialized by unique_ptr; no initializer, as the class is incomplete here
     void operator()(std::byte* p) const noexcept;
   };
   dtype type_ = dtype::uint8;
   shape_t shape_;
   std::optional<quantization> quant_;
   std::int64_t numel_ = 0;
-  std::unique_ptr<std::byte[], aligned_free> storage_;
+  std::unique_ptr<std::byte[], storage_release> storage_;
 };
 
 }  // namespace regrid

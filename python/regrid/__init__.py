@@ -32,6 +32,10 @@ __all__ = [
     "roi_batch_indices",
     "num_threads",
     "set_num_threads",
+    "memory_cache_limit",
+    "set_memory_cache_limit",
+    "cached_memory_bytes",
+    "release_cached_memory",
     "__version__",
 ]
 __version__ = _regrid.version()
@@ -45,6 +49,29 @@ def num_threads() -> int:
 def set_num_threads(count: int) -> None:
     """Sets the number of threads (>= 1) regrid's operators use."""
     _regrid.set_num_threads(int(count))
+
+
+def memory_cache_limit() -> int:
+    """Bytes of freed 4 MiB-or-larger results regrid keeps for reuse by the next result of the same size.
+
+    Starts as REGRID_MEMORY_CACHE_MIB (in MiB) at start-up, else 256 MiB; 0 means off.
+    """
+    return _regrid.memory_cache_limit()
+
+
+def set_memory_cache_limit(bytes: int) -> None:  # noqa: A002  (the unit is the name users look for)
+    """Sets the cache limit in bytes, freeing the oldest cached blocks over it; 0 turns the cache off."""
+    _regrid.set_memory_cache_limit(int(bytes))
+
+
+def cached_memory_bytes() -> int:
+    """Bytes the memory cache holds now."""
+    return _regrid.cached_memory_bytes()
+
+
+def release_cached_memory() -> None:
+    """Frees every cached block; the limit stays."""
+    _regrid.release_cached_memory()
 
 
 def _bfloat16_dtype():
@@ -73,10 +100,17 @@ def _intake(x: Any) -> Tuple[Any, np.dtype, Optional[str]]:
     return _intake(array)
 
 
+def _empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized array in regrid's storage (64-byte aligned, reused through the memory cache)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    return _regrid.empty_bytes(count * dtype.itemsize).view(dtype).reshape(tuple(shape))
+
+
 def _output(out: Any, shape: Sequence[int], dtype: np.dtype, hint: Optional[str]):
     """Returns (array the core writes, array the caller gets)."""
     if out is None:
-        result = np.empty(tuple(shape), dtype=dtype)
+        result = _empty(shape, dtype)
     else:
         result = out
     if isinstance(result, np.ndarray):
@@ -178,7 +212,7 @@ def roi_pool(x, rois, pooled_size, spatial_scale: float = 1.0, layout: Optional[
     roi_count = np.shape(box_array)[-2] if np.ndim(box_array) >= 2 else 0
     shape = _regrid.roi_pool_shape(list(np.shape(array)), int(roi_count), height, width, layout, framework)
     target, result = _output(out, shape, dtype, hint)
-    argmax = np.empty(tuple(shape), dtype=np.int32) if return_argmax else None
+    argmax = _empty(shape, np.int32) if return_argmax else None
     _regrid.roi_pool(array, box_array, target, argmax, indices, height, width, float(spatial_scale), layout, framework,
                      rounding, height_stride, width_stride, hint, scale, zero_point)
     return (result, argmax) if return_argmax else result

@@ -7,13 +7,21 @@
 
 namespace regrid::detail {
 
-/// Uninitialized memory for `bytes` (std::free releases it): 64-byte aligned, and for 4 MiB or
-/// more 2 MiB aligned and advised onto transparent huge pages, since a fresh 100 MB buffer
-/// otherwise costs ~25,000 page faults, more than an operator's own work. Throws std::bad_alloc.
+/// Uninitialized memory for `bytes`, released with release_storage(p, storage_capacity(bytes)):
+/// 64-byte aligned, and for 4 MiB or more 2 MiB aligned and advised onto transparent huge pages,
+/// since a fresh 100 MB buffer otherwise costs ~25,000 page faults, more than an operator's own
+/// work. Blocks of cached_storage_min_bytes or more are first looked up, by exact capacity, in
+/// the process-wide cache of released blocks (regrid::memory_cache_limit()). Throws std::bad_alloc.
 std::byte* allocate_storage(std::size_t bytes);
 
 /// The usable size of allocate_storage(bytes): bytes rounded up to its alignment.
 std::size_t storage_capacity(std::size_t bytes) noexcept;
+
+/// Frees allocate_storage's memory, or keeps a large block in the cache for the next allocation
+/// of the same capacity (oldest blocks are freed first when the cache is over its limit).
+void release_storage(std::byte* memory, std::size_t capacity) noexcept;
+
+inline constexpr std::size_t cached_storage_min_bytes = std::size_t{4} << 20;
 
 /// Slots a kernel may hold at once on one thread.
 enum class scratch_slot { first, second };

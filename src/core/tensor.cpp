@@ -92,7 +92,7 @@ bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const st
 
 }  // namespace detail
 
-void tensor::aligned_free::operator()(std::byte* p) const noexcept { std::free(p); }
+void tensor::storage_release::operator()(std::byte* p) const noexcept { detail::release_storage(p, capacity); }
 
 tensor::tensor(dtype type, shape_t shape, std::optional<quantization> quant)
     : tensor(uninitialized, type, std::move(shape), quant) {
@@ -106,7 +106,9 @@ tensor::tensor(uninitialized_t, dtype type, shape_t shape, std::optional<quantiz
   numel_ = element_count(shape_);
   const std::int64_t bytes =
       detail::checked_mul(numel_, static_cast<std::int64_t>(size_of(type_)), "tensor", "size in bytes");
-  storage_.reset(detail::allocate_storage(static_cast<std::size_t>(bytes)));
+  const auto size = static_cast<std::size_t>(bytes);
+  storage_ = std::unique_ptr<std::byte[], storage_release>(detail::allocate_storage(size),
+                                                           storage_release{detail::storage_capacity(size)});
 }
 
 }  // namespace regrid

@@ -99,3 +99,26 @@ def test_core_runs_without_the_gil():
         progress += 1
     worker.join()
     assert progress > 1000, f"the main thread advanced only {progress} times during the call"
+
+
+def test_memory_cache_reuses_a_freed_result_and_can_be_turned_off():
+    limit = regrid.memory_cache_limit()
+    if limit == 0:
+        pytest.skip("the memory cache is off here (REGRID_MEMORY_CACHE_MIB=0 or an AddressSanitizer build)")
+    try:
+        regrid.release_cached_memory()
+        x = np.arange(8 << 20, dtype=np.uint8).reshape(1, 8, 1024, 1024)
+        y = regrid.space_to_depth(x, 2, layout="NCHW")
+        expected = y.copy()
+        del y
+        assert regrid.cached_memory_bytes() == 8 << 20
+        again = regrid.space_to_depth(x, 2, layout="NCHW")
+        assert regrid.cached_memory_bytes() == 0
+        np.testing.assert_array_equal(again, expected)
+        regrid.set_memory_cache_limit(0)
+        assert regrid.memory_cache_limit() == 0 and regrid.cached_memory_bytes() == 0
+        del again
+        assert regrid.cached_memory_bytes() == 0
+    finally:
+        regrid.set_memory_cache_limit(limit)
+        regrid.release_cached_memory()
