@@ -196,6 +196,39 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
   set_max_isa(isa::avx512);
 }
 
+// Runs of whole cache lines: the tile's inner loop is the axis that touches fewer places at once.
+// NHWC DCR depth_to_space, b = 8, C = 16 float32 (runs of 512 bytes): walking the output in order
+// reads 1/8 of every source pixel per pass (64 places at once); walking the 8 block rows inside
+// reads each source pixel once and writes 8 output rows. Its inverse already reads and writes
+// in order (8 source rows, one output stream) and keeps the output order.
+TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
+  const std::int64_t width = 4;
+  for (const bool to_space : {true, false}) {
+    // depth_to_space: [N, H, W, bh, bw, C] -> [N, H, bh, W, bw, C]; space_to_depth the reverse.
+    const std::vector<std::int64_t> shape = to_space ? std::vector<std::int64_t>{1, 3, 64, 8, 8, 16}
+                                                     : std::vector<std::int64_t>{1, 3, 8, 64, 8, 16};
+    const auto axes = packed_transpose(shape, {0, 1, 3, 2, 4, 5}, width);
+    std::vector<std::byte> src(static_cast<std::size_t>(3 * 64 * 8 * 8 * 16 * width));
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + i / 251);
+    std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+    permute_naive(axes, src.data(), expected.data(), width);
+    for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+      if (cap > detected_isa()) continue;
+      set_max_isa(cap);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+      EXPECT_EQ(plan.width, 512U);
+      // Inner loop: the 8 block rows for depth_to_space, the 64 output pixels' block rows for
+      // space_to_depth (whose source rows are 8 x 64 runs apart).
+      EXPECT_EQ(plan.col.extent, 8) << describe(plan);
+      EXPECT_EQ(plan.row.extent, 64) << describe(plan);
+      EXPECT_EQ(plan.col.src_stride, to_space ? 512 : 64 * 512) << describe(plan);
+      EXPECT_EQ(plan.col.dst_stride, to_space ? 64 * 512 : 512) << describe(plan);
+    }
+    set_max_isa(isa::avx512);
+    ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(axes, width, src, expected, to_space ? " d2s" : " s2d"));
+  }
+}
+
 // Short runs with one and two repeat axes around them (the four-runs-at-once path walks the
 // flattened repeats, so counts that are not multiples of four leave partial groups), padded
 // strides on both sides, on every ISA the host has.

@@ -171,6 +171,15 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   return true;
 }
 
+// How many places of memory a run-copy tile walk writes (or reads) at once on one side: 1 when
+// the inner axis continues the runs, else the inner extent, each inner step landing elsewhere.
+// Hardware prefetchers follow a few streams; dozens, each visited in turn, run at half of memory
+// speed once the tensor is out of cache (d2s NHWC b8 C16: 64 source streams one way, 8 the other).
+std::int64_t concurrent_streams(const permute_axis& inner, std::int64_t width) {
+  auto side = [&](std::int64_t inner_stride) { return magnitude(inner_stride) == width ? 1 : inner.extent; };
+  return std::max(side(inner.src_stride), side(inner.dst_stride));
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -221,6 +230,12 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (!fused.empty()) {
     plan.row = fused.back();
     fused.pop_back();
+  }
+  // Runs of whole cache lines: the inner loop is the axis that touches fewer places at once;
+  // on a tie it stays the one that writes the output in order.
+  const auto run_width = static_cast<std::int64_t>(plan.width);
+  if (run_width >= 64 && concurrent_streams(plan.row, run_width) < concurrent_streams(plan.col, run_width)) {
+    std::swap(plan.row, plan.col);
   }
   // A tile of a few runs would cost a call (and an odometer step) per few dozen bytes.
   if (!fused.empty() && plan.row.extent * plan.col.extent * static_cast<std::int64_t>(plan.width) < short_call_bytes) {
