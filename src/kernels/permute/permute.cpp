@@ -34,8 +34,23 @@ bool contains(const way_list& ways, std::size_t axis) {
   return std::find(ways.begin(), ways.end(), axis) != ways.end();
 }
 
+// The ISA whose shuffle kernel a plan takes. A non-power-of-two B (3, 9) needs general
+// two-source permutes: SSE2 has none for bytes or 16-bit lanes, and for bytes x86-64-v4 has
+// no AVX512-VBMI; GCC then builds them from element moves, up to 70x slower (d2s NHWC CRD b3
+// C16 uint8: 11.6 GB/s on AVX2, 0.17 on AVX-512 and scalar). So AVX-512 takes the AVX2 kernel
+// for bytes, whose permutes stay inside 128-bit lanes (vpshufb), and the scalar level takes no
+// non-power-of-two shuffle.
+std::optional<isa> shuffle_level(std::size_t width, std::int64_t ways) {
+  const isa level = active_isa();
+  if ((ways & (ways - 1)) == 0) return level;
+  if (level == isa::scalar) return std::nullopt;
+  return width == 1 ? isa::avx2 : level;
+}
+
 shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave) {
-  switch (active_isa()) {
+  const std::optional<isa> level = shuffle_level(width, ways);
+  if (!level) return nullptr;
+  switch (*level) {
     case isa::avx512: return shuffle_kernel_avx512(width, ways, interleave);
     case isa::avx2: return shuffle_kernel_avx2(width, ways, interleave);
     case isa::scalar: break;
@@ -167,7 +182,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
   plan.shuffle->interleave = best->interleave;
-  plan.shuffle->level = active_isa();
+  plan.shuffle->level = *shuffle_level(plan.width, best->ways);
   return true;
 }
 
