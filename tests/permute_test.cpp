@@ -183,6 +183,27 @@ void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, 
   }
 }
 
+// The axes of a B-way shuffle with two repeat axes, from its two sides: the far side holds the B
+// rows (`row` bytes apart), the near side the interleaved run (B * width bytes per position).
+// Interleave reads the far side and writes the near one; de-interleave the reverse.
+struct two_sided_axis {
+  std::int64_t extent;
+  std::int64_t far_stride;
+  std::int64_t near_stride;
+};
+
+std::vector<permute_axis> shuffle_axes(bool interleave, two_sided_axis outer, two_sided_axis inner, std::int64_t length,
+                                       std::int64_t b, std::int64_t row, std::int64_t width) {
+  auto axis = [&](two_sided_axis a) {
+    return interleave ? permute_axis{a.extent, a.far_stride, a.near_stride}
+                      : permute_axis{a.extent, a.near_stride, a.far_stride};
+  };
+  const permute_axis run = axis({length, width, b * width});
+  const permute_axis ways = axis({b, row, width});
+  if (interleave) return {axis(outer), axis(inner), run, ways};
+  return {axis(outer), axis(inner), ways, run};
+}
+
 // Plans `axes` under every ISA cap the host has and runs each plan on one and two threads into
 // a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged`, every plan must
 // stage its short runs.
@@ -255,14 +276,8 @@ TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
               const std::int64_t near_inner = near_block + 3 * width;
               const std::int64_t far_outer = inner * far_block + 5 * width;
               const std::int64_t near_outer = inner * near_inner + width;
-              std::vector<permute_axis> axes;
-              if (interleave) {
-                axes = {{outer, far_outer, near_outer}, {inner, far_block, near_inner}, {length, width, b * width},
-                        {b, row, width}};
-              } else {
-                axes = {{outer, near_outer, far_outer}, {inner, near_inner, far_block}, {b, width, row},
-                        {length, b * width, width}};
-              }
+              const auto axes = shuffle_axes(interleave, {outer, far_outer, near_outer}, {inner, far_block, near_inner},
+                                             length, b, row, width);
               const std::int64_t span = outer * std::max(far_outer, near_outer) + 64;
               std::vector<std::byte> src(static_cast<std::size_t>(span));
               for (auto& v : src) v = static_cast<std::byte>(rng());
@@ -338,14 +353,8 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                 const std::int64_t near_outer = inner * near_inner + width;
                 const std::int64_t near_span = outer * near_outer;
                 const std::int64_t far_span = b * far_row;
-                std::vector<permute_axis> axes;
-                if (interleave) {  // near = destination
-                  axes = {{outer, far_outer, near_outer}, {inner, run_bytes, near_inner}, {length, width, b * width},
-                          {b, far_row, width}};
-                } else {
-                  axes = {{outer, near_outer, far_outer}, {inner, near_inner, run_bytes}, {b, width, far_row},
-                          {length, b * width, width}};
-                }
+                const auto axes = shuffle_axes(interleave, {outer, far_outer, near_outer},
+                                               {inner, run_bytes, near_inner}, length, b, far_row, width);
                 const std::int64_t src_span = (interleave ? far_span : near_span) + 64;
                 const std::int64_t dst_span = (interleave ? near_span : far_span) + 64;
                 std::vector<std::byte> src(static_cast<std::size_t>(src_span));

@@ -130,10 +130,8 @@ struct storage_deleter {
   void operator()(std::byte* p) const noexcept { release_storage(p, capacity); }
 };
 
-struct scratch_buffer {
-  std::unique_ptr<std::byte[], storage_deleter> memory;
-  std::size_t capacity = 0;
-};
+// Each buffer's capacity is its deleter's (0 when empty).
+using scratch_buffer = std::unique_ptr<std::byte[], storage_deleter>;
 
 thread_local scratch_buffer buffers[2];
 
@@ -170,21 +168,15 @@ void release_storage(std::byte* memory, std::size_t capacity) noexcept {
 
 std::byte* thread_scratch(scratch_slot slot, std::size_t bytes) {
   scratch_buffer& buffer = buffers[static_cast<int>(slot)];
-  if (buffer.capacity >= bytes && buffer.memory) return buffer.memory.get();
-  buffer.memory.reset();
-  buffer.capacity = 0;
-  const std::size_t capacity = storage_capacity(bytes);
-  buffer.memory = std::unique_ptr<std::byte[], storage_deleter>(allocate_storage(bytes), storage_deleter{capacity});
-  buffer.capacity = capacity;
-  return buffer.memory.get();
+  if (buffer && buffer.get_deleter().capacity >= bytes) return buffer.get();
+  buffer.reset();
+  buffer = scratch_buffer(allocate_storage(bytes), storage_deleter{storage_capacity(bytes)});
+  return buffer.get();
 }
 
 void release_large_scratch() noexcept {
   for (scratch_buffer& buffer : buffers) {
-    if (buffer.capacity > retained_scratch_bytes) {
-      buffer.memory.reset();
-      buffer.capacity = 0;
-    }
+    if (buffer && buffer.get_deleter().capacity > retained_scratch_bytes) buffer.reset();
   }
 }
 

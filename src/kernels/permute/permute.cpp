@@ -34,28 +34,29 @@ bool contains(const way_list& ways, std::size_t axis) {
   return std::find(ways.begin(), ways.end(), axis) != ways.end();
 }
 
-// The ISA whose shuffle kernel a plan takes. A non-power-of-two B (3, 9) needs general
-// two-source permutes: SSE2 has none for bytes or 16-bit lanes, and for bytes x86-64-v4 has
-// no AVX512-VBMI; GCC then builds them from element moves, up to 70x slower (d2s NHWC CRD b3
-// C16 uint8: 11.6 GB/s on AVX2, 0.17 on AVX-512 and scalar). So AVX-512 takes the AVX2 kernel
-// for bytes, whose permutes stay inside 128-bit lanes (vpshufb), and the scalar level takes no
-// non-power-of-two shuffle.
-std::optional<isa> shuffle_level(std::size_t width, std::int64_t ways) {
-  const isa level = active_isa();
-  if ((ways & (ways - 1)) == 0) return level;
-  if (level == isa::scalar) return std::nullopt;
-  return width == 1 ? isa::avx2 : level;
-}
+// The shuffle kernel a plan takes, and the ISA it was built for (null fn: none). A
+// non-power-of-two B (3, 9) needs general two-source permutes: SSE2 has none for bytes or
+// 16-bit lanes, and for bytes x86-64-v4 has no AVX512-VBMI; GCC then builds them from element
+// moves, up to 70x slower (d2s NHWC CRD b3 C16 uint8: 11.6 GB/s on AVX2, 0.17 on AVX-512 and
+// scalar). So AVX-512 takes the AVX2 kernel for bytes, whose permutes stay inside 128-bit lanes
+// (vpshufb), and the scalar level takes no non-power-of-two shuffle.
+struct shuffle_choice {
+  shuffle_fn fn = nullptr;
+  isa level = isa::scalar;
+};
 
-shuffle_fn shuffle_for_isa(std::size_t width, std::int64_t ways, bool interleave) {
-  const std::optional<isa> level = shuffle_level(width, ways);
-  if (!level) return nullptr;
-  switch (*level) {
-    case isa::avx512: return shuffle_kernel_avx512(width, ways, interleave);
-    case isa::avx2: return shuffle_kernel_avx2(width, ways, interleave);
+shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave) {
+  isa level = active_isa();
+  if ((ways & (ways - 1)) != 0) {
+    if (level == isa::scalar) return {};
+    if (width == 1) level = isa::avx2;
+  }
+  switch (level) {
+    case isa::avx512: return {shuffle_kernel_avx512(width, ways, interleave), level};
+    case isa::avx2: return {shuffle_kernel_avx2(width, ways, interleave), level};
     case isa::scalar: break;
   }
-  return shuffle_kernel_scalar(width, ways, interleave);
+  return {shuffle_kernel_scalar(width, ways, interleave), level};
 }
 
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
@@ -126,7 +127,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
                             [&](std::size_t j) { return j == i || contains(ways_axes, j); }) == axes.size()) {
           continue;
         }
-        if (shuffle_for_isa(plan.width, ways, interleave) == nullptr) continue;
+        if (select_shuffle(plan.width, ways, interleave).fn == nullptr) continue;
         // The longest run wins: it decides how many whole vectors each call moves.
         if (!best || axes[i].extent > axes[best->run].extent) best = candidate{interleave, ways_axes, i, ways};
       }
@@ -135,7 +136,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   if (!best) return false;
   auto far = [&](const permute_axis& a) { return best->interleave ? a.src_stride : a.dst_stride; };
   shuffle_tile tile;
-  tile.fn = shuffle_for_isa(plan.width, best->ways, best->interleave);
+  const shuffle_choice kernel = select_shuffle(plan.width, best->ways, best->interleave);
+  tile.fn = kernel.fn;
   tile.run = axes[best->run];
   // Offsets in near-side order: the first way axis is the fastest digit.
   tile.offsets.assign(1, 0);
@@ -182,7 +184,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
   plan.shuffle->interleave = best->interleave;
-  plan.shuffle->level = *shuffle_level(plan.width, best->ways);
+  plan.shuffle->level = kernel.level;
   return true;
 }
 
