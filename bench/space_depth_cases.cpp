@@ -73,7 +73,7 @@ std::vector<space_depth_case> make_grid(const grid_options& options) {
   const std::int64_t blocks_full[] = {2, 3, 4, 8};
   const std::int64_t blocks_quick[] = {2, 4};
   const std::int64_t channels_full[] = {1, 3, 4, 16, 64};
-  const std::int64_t channels_quick[] = {1, 16};
+  const std::int64_t channels_quick[] = {1, 3, 16};  // 3: RGB, the most common pixel shuffle
   std::vector<space_depth_case> grid;
   for (bool to_depth : {true, false}) {
     for (const auto& variant : variants) {

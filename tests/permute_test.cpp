@@ -2,6 +2,9 @@
 // permutations of random shapes against a naive element loop.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -35,6 +38,8 @@ std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shap
 }
 
 TEST(PermutePlan, FusesAdjacentAxesAndFoldsContiguousRuns) {
+  // The shuffle and tile plans; with VBMI some of these become gathers (PermuteGather below).
+  set_max_isa(std::min(detected_isa(), isa::avx512));
   // NHWC DCR space_to_depth, b = 2, C = 16 float32: runs of b * C * 4 = 128 bytes.
   const auto axes = packed_transpose({1, 4, 2, 6, 2, 16}, {0, 1, 3, 2, 4, 5}, 4);
   const permute_plan plan = plan_permute(axes, 4);
@@ -63,6 +68,7 @@ TEST(PermutePlan, FusesAdjacentAxesAndFoldsContiguousRuns) {
   // Size-1 axes vanish; a zero extent means nothing to do.
   EXPECT_EQ(plan_permute(packed_transpose({1, 5, 1, 3}, {2, 3, 0, 1}, 8), 8).outer.size(), 0U);
   EXPECT_EQ(plan_permute(packed_transpose({4, 0, 3}, {2, 1, 0}, 8), 8).total_bytes, 0);
+  set_max_isa(isa::avx512vbmi);
 }
 
 TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
@@ -98,7 +104,7 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
         index[k] = 0;
       }
     }
-    for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+    for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
       if (cap > detected_isa()) continue;  // this CPU lacks it; the lower levels still run
       set_max_isa(cap);
       for (int threads : {1, 2}) {
@@ -108,7 +114,7 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
                                     << describe(plan_permute(axes, static_cast<std::size_t>(width)));
       }
     }
-    set_max_isa(isa::avx512);
+    set_max_isa(isa::avx512vbmi);
   }
   set_num_threads(saved);
 }
@@ -138,12 +144,15 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
                           src.data() + i * axes[0].src_stride + j * axes[1].src_stride, static_cast<std::size_t>(width));
             }
           }
-          for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+          for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
             if (cap > detected_isa()) continue;
             set_max_isa(cap);
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             const bool power_of_two = (b & (b - 1)) == 0;
-            if (length >= 4 && cap == isa::scalar && !power_of_two) {
+            if (plan.gather) {
+              // Short runs of 2-4 ways: with VBMI a periodic gather beats the shuffle.
+              EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);
+            } else if (length >= 4 && cap == isa::scalar && !power_of_two) {
               // SSE2 has no general two-source permutes: the scalar level copies elements.
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
             } else if (length >= 4) {  // shorter runs are not worth a shuffle
@@ -159,7 +168,7 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               ASSERT_EQ(actual, expected) << describe(plan) << " b=" << b << " w=" << width << " n=" << length;
             }
           }
-          set_max_isa(isa::avx512);
+          set_max_isa(isa::avx512vbmi);
         }
       }
     }
@@ -209,11 +218,13 @@ std::vector<permute_axis> shuffle_axes(bool interleave, two_sided_axis outer, tw
 // stage its short runs.
 void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width, const std::vector<std::byte>& src,
                               const std::vector<std::byte>& expected, const std::string& context, bool staged = false) {
-  for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+  for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-    if (staged) {
+    if (plan.gather) {
+      EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);  // gathers need VBMI
+    } else if (staged) {
       ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
     }
     for (int threads : {1, 2}) {
@@ -222,7 +233,7 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
       ASSERT_EQ(actual, expected) << describe(plan) << context << " threads=" << threads;
     }
   }
-  set_max_isa(isa::avx512);
+  set_max_isa(isa::avx512vbmi);
 }
 
 // Runs of whole cache lines: the tile's inner loop is the axis that touches fewer places at once.
@@ -241,7 +252,7 @@ TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + i / 251);
     std::vector<std::byte> expected(src.size(), std::byte{0x5A});
     permute_naive(axes, src.data(), expected.data(), width);
-    for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+    for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
       if (cap > detected_isa()) continue;
       set_max_isa(cap);
       const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
@@ -253,7 +264,7 @@ TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
       EXPECT_EQ(plan.col.src_stride, to_space ? 512 : 64 * 512) << describe(plan);
       EXPECT_EQ(plan.col.dst_stride, to_space ? 64 * 512 : 512) << describe(plan);
     }
-    set_max_isa(isa::avx512);
+    set_max_isa(isa::avx512vbmi);
     ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(axes, width, src, expected, to_space ? " d2s" : " s2d"));
   }
 }
@@ -319,7 +330,7 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
                       static_cast<std::size_t>(width));
         }
       }
-      for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+      for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
         if (cap > detected_isa()) continue;
         set_max_isa(cap);
         const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
@@ -327,7 +338,7 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
         run_permute(plan, src.data() + misalign, actual.data() + misalign, 1);
         ASSERT_EQ(actual, expected) << describe(plan) << " width=" << width << " misalign=" << misalign;
       }
-      set_max_isa(isa::avx512);
+      set_max_isa(isa::avx512vbmi);
     }
   }
 }
@@ -373,6 +384,127 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
       }
     }
   }
+}
+
+// A source buffer whose last byte is the last byte before an inaccessible page, so that any read
+// past the end of the source faults (masked vector loads are invisible to AddressSanitizer).
+class guarded_source {
+ public:
+  explicit guarded_source(std::size_t bytes) : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+    mapped_ = (bytes + page_ - 1) / page_ * page_ + page_;
+    void* memory = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) throw std::bad_alloc();
+    base_ = static_cast<std::byte*>(memory);
+    mprotect(base_ + mapped_ - page_, page_, PROT_NONE);
+    data_ = base_ + mapped_ - page_ - bytes;
+  }
+  guarded_source(const guarded_source&) = delete;
+  guarded_source& operator=(const guarded_source&) = delete;
+  ~guarded_source() { munmap(base_, mapped_); }
+  [[nodiscard]] std::byte* data() const { return data_; }
+
+ private:
+  std::size_t page_;
+  std::size_t mapped_ = 0;
+  std::byte* base_ = nullptr;
+  std::byte* data_ = nullptr;
+};
+
+bool host_has_vbmi() { return detected_isa() >= isa::avx512vbmi; }
+
+// Periodic gathers, planned wherever one exists: NHWC CRD space_to_depth / depth_to_space for
+// channel counts whose blocks do not divide 64 bytes (partial periods at every row's end), every
+// element width, source ending right before an inaccessible page, destination misaligned and
+// guarded, one and two threads; against the element loop.
+TEST(PermuteGather, ProgramsMatchNaiveCopy) {
+  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
+  set_max_isa(isa::avx512vbmi);
+  force_gather_for_testing(true);
+  std::mt19937_64 rng(5);
+  int gathers = 0;
+  for (const bool to_space : {true, false}) {
+    for (std::int64_t b : {2, 3, 4}) {
+      for (std::int64_t channels : {1, 3, 4, 5, 16}) {
+        for (std::int64_t width : {1, 2, 4, 8}) {
+          for (std::int64_t w : {1, 7, 45}) {
+            const std::int64_t h = 3;
+            // depth_to_space: [H, W, C, bh, bw] -> [H, bh, W, bw, C]; space_to_depth the reverse.
+            const auto axes = to_space ? packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width)
+                                       : packed_transpose({h, b, w, b, channels}, {0, 2, 4, 1, 3}, width);
+            const std::int64_t bytes = h * w * channels * b * b * width;
+            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+            if (!plan.gather) continue;  // no destination block continued by a stream axis
+            ++gathers;
+            guarded_source src(static_cast<std::size_t>(bytes));
+            for (std::int64_t i = 0; i < bytes; ++i) src.data()[i] = static_cast<std::byte>(rng());
+            for (std::int64_t misalign : {0, 1, 7}) {
+              std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
+              permute_naive(axes, src.data(), expected.data() + misalign, width);
+              for (int threads : {1, 2}) {
+                std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+                run_permute(plan, src.data(), actual.data() + misalign, threads);
+                ASSERT_EQ(actual, expected) << describe(plan) << (to_space ? " d2s" : " s2d") << " b=" << b
+                                            << " C=" << channels << " width=" << width << " W=" << w
+                                            << " misalign=" << misalign << " threads=" << threads;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  force_gather_for_testing(false);
+  EXPECT_GT(gathers, 300);
+}
+
+// Random permutations of random shapes, gathered wherever possible (the other random test plans
+// them as the rules choose).
+TEST(PermuteGather, RandomPermutationsMatchNaiveCopy) {
+  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
+  set_max_isa(isa::avx512vbmi);
+  force_gather_for_testing(true);
+  std::mt19937_64 rng(77);
+  int gathers = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto rank = static_cast<std::size_t>(2 + rng() % 4);
+    std::vector<std::int64_t> shape(rank);
+    std::int64_t count = 1;
+    for (auto& extent : shape) {
+      extent = static_cast<std::int64_t>(1 + rng() % 9);
+      count *= extent;
+    }
+    std::vector<int> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const std::int64_t width = std::int64_t{1} << (rng() % 4);
+    const auto axes = packed_transpose(shape, perm, width);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (!plan.gather) continue;
+    ++gathers;
+    guarded_source src(static_cast<std::size_t>(count * width));
+    for (std::int64_t i = 0; i < count * width; ++i) src.data()[i] = static_cast<std::byte>(rng());
+    std::vector<std::byte> expected(static_cast<std::size_t>(count * width + 64), std::byte{0x5A});
+    permute_naive(axes, src.data(), expected.data(), width);
+    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+    run_permute(plan, src.data(), actual.data(), 1);
+    ASSERT_EQ(actual, expected) << describe(plan) << " trial " << trial;
+  }
+  force_gather_for_testing(false);
+  EXPECT_GT(gathers, 50);
+}
+
+// Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
+// the 3-way staged shuffle moved one pixel per step) and keep the tile for long runs.
+TEST(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
+  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
+  const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
+  const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);  // NHWC DCR, runs of 256 bytes
+  set_max_isa(isa::avx512vbmi);
+  EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx512vbmi");
+  EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
+  set_max_isa(isa::avx512);
+  EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
+  set_max_isa(isa::avx512vbmi);
 }
 
 }  // namespace

@@ -15,8 +15,9 @@ int num_threads() noexcept;
 void set_num_threads(int count);
 
 /// Instruction-set levels of the x86-64 kernels, in increasing order.
-/// avx2 = x86-64-v3 (AVX2, BMI2, F16C); avx512 = x86-64-v4 (AVX-512 F/BW/DQ/VL).
-enum class isa { scalar, avx2, avx512 };
+/// avx2 = x86-64-v3 (AVX2, BMI2, F16C); avx512 = x86-64-v4 (AVX-512 F/BW/DQ/VL);
+/// avx512vbmi = avx512 plus AVX512-VBMI (byte permutes across a whole vector: Ice Lake, Zen 4).
+enum class isa { scalar, avx2, avx512, avx512vbmi };
 
 std::string_view to_string(isa value) noexcept;
 std::optional<isa> parse_isa(std::string_view text) noexcept;
@@ -25,7 +26,7 @@ std::optional<isa> parse_isa(std::string_view text) noexcept;
 isa detected_isa() noexcept;
 
 /// The ISA kernels use now: min(detected_isa(), cap). The cap starts as
-/// REGRID_MAX_ISA=scalar|avx2|avx512 from the environment, else unlimited.
+/// REGRID_MAX_ISA=scalar|avx2|avx512|avx512vbmi from the environment, else unlimited.
 isa active_isa() noexcept;
 
 /// Caps kernel selection (tests use it to run every kernel the host has).

@@ -12,7 +12,7 @@ isa detect() noexcept {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-    return isa::avx512;
+    return __builtin_cpu_supports("avx512vbmi") ? isa::avx512vbmi : isa::avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c")) {
     return isa::avx2;
@@ -26,7 +26,7 @@ std::atomic<int>& cap_setting() {
     if (const char* env = std::getenv("REGRID_MAX_ISA")) {
       if (auto parsed = parse_isa(env)) return static_cast<int>(*parsed);
     }
-    return static_cast<int>(isa::avx512);
+    return static_cast<int>(isa::avx512vbmi);
   }()};
   return cap;
 }
@@ -38,12 +38,13 @@ std::string_view to_string(isa value) noexcept {
     case isa::scalar: return "scalar";
     case isa::avx2: return "avx2";
     case isa::avx512: return "avx512";
+    case isa::avx512vbmi: return "avx512vbmi";
   }
   return "?";
 }
 
 std::optional<isa> parse_isa(std::string_view text) noexcept {
-  for (isa value : {isa::scalar, isa::avx2, isa::avx512}) {
+  for (isa value : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
     if (detail::iequals(to_string(value), text)) return value;
   }
   return std::nullopt;

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   add_roi_commands(app, roi_request, roi_backward_request, selected, roi, roi_backward);
   regrid::cli::bench_request bench_request;
   auto* bench_command = app.add_subcommand("bench", "Time SpaceToDepth / DepthToSpace against memcpy over the grid");
-  bench_command->add_flag("--quick", bench_request.quick, "a small subset (64 KiB and 1 MiB, blocks 2 and 4, channels 1 and 16)");
+  bench_command->add_flag("--quick", bench_request.quick, "a small subset (64 KiB and 1 MiB, blocks 2 and 4, channels 1, 3 and 16)");
   bench_command->add_option("--threads", bench_request.threads, "thread counts to run (default: 1 and all)");
   bench_command->add_option("--sizes-kib", bench_request.sizes_kib, "tensor sizes in KiB (default: 64 1024 16384 262144)");
   bench_command->add_option("--filter", bench_request.filter, "only cases whose name contains this text, e.g. s2d/NCHW/");

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -90,6 +91,29 @@ struct shuffle_tile {
   tile_kernel segment_copy;
 };
 
+struct gather_program;  // kernels/permute/gather.hpp
+/// Rows a gather call writes: `count` rows of `bytes` output bytes each, every row starting at the
+/// start of a period.
+struct gather_rows {
+  std::int64_t count = 1;
+  std::int64_t src_stride = 0;
+  std::int64_t dst_stride = 0;
+  std::int64_t bytes = 0;
+};
+/// Writes the rows from dst on, reading src; never reads at or past src_end.
+using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
+                           const std::byte* src_end);
+
+/// A periodic byte gather (see gather.hpp), chosen instead of a tile or shuffle for short runs.
+struct gather_tile {
+  gather_fn fn = nullptr;
+  std::shared_ptr<const gather_program> program;
+  permute_axis stream;              ///< the axis continuing the destination blocks: dst stride = block_bytes
+  permute_axis rows;                ///< the next axis out, walked inside a call (extent 1 if none)
+  std::int64_t block_bytes = 0;     ///< D: the destination block the inner axes form
+  std::int64_t source_span = 0;     ///< bytes from the source's first byte past its last
+};
+
 struct permute_plan {
   detail::fixed_vector<permute_axis, max_permute_axes> outer;  ///< iterated outermost first
   permute_axis plane;               ///< third-innermost axis, walked inside a tile call when tiles are small (extent 1 if not)
@@ -99,10 +123,14 @@ struct permute_plan {
   std::int64_t total_bytes = 0;     ///< bytes moved (0: nothing to do)
   tile_kernel kernel;
   std::optional<shuffle_tile> shuffle;  ///< set: `outer` plus the shuffle's run cover every axis
+  std::optional<gather_tile> gather;    ///< set: `outer`, the stream axis and the program's block cover every axis
 };
 
 /// Normalizes the problem and selects a kernel. Requires element_bytes > 0.
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes);
+
+/// Tests: plan a gather wherever one exists on this CPU, not only where it is the faster kernel.
+void force_gather_for_testing(bool forced) noexcept;
 
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.

@@ -42,6 +42,7 @@ std::size_t lane_size(roi_lane lane) {
 
 roi_block_fn select_block(roi_lane lane, roi_max_rule rule, bool track) {
   switch (active_isa()) {
+    case isa::avx512vbmi:
     case isa::avx512: return roi_block_avx512(lane, rule, track);
     case isa::avx2: return roi_block_avx2(lane, rule, track);
     case isa::scalar: break;
@@ -219,6 +220,7 @@ void store_channels(dtype type, roi_lane lane, const std::byte* values, std::int
 
 roi_transpose_fn select_transpose() {
   switch (active_isa()) {
+    case isa::avx512vbmi:
     case isa::avx512: return roi_transpose_avx512;
     case isa::avx2: return roi_transpose_avx2;
     case isa::scalar: break;

@@ -1,0 +1,131 @@
+#include "kernels/permute/gather.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+
+namespace regrid::kernels {
+namespace {
+
+struct program_key {
+  detail::fixed_vector<permute_axis, max_permute_axes> inner;
+  std::size_t width = 0;
+  std::int64_t stream_src_stride = 0;
+
+  bool operator==(const program_key& other) const {
+    if (width != other.width || stream_src_stride != other.stream_src_stride || inner.size() != other.inner.size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < inner.size(); ++i) {
+      const permute_axis& a = inner[i];
+      const permute_axis& b = other.inner[i];
+      if (a.extent != b.extent || a.src_stride != b.src_stride || a.dst_stride != b.dst_stride) return false;
+    }
+    return true;
+  }
+};
+
+// map[k]: the source offset of byte k of one destination block.
+std::vector<std::int64_t> block_map(std::span<const permute_axis> inner, std::size_t width, std::int64_t block_bytes) {
+  std::vector<std::int64_t> map(static_cast<std::size_t>(block_bytes));
+  std::vector<std::int64_t> index(inner.size(), 0);
+  const auto w = static_cast<std::int64_t>(width);
+  for (std::int64_t element = 0; element * w < block_bytes; ++element) {
+    std::int64_t src = 0;
+    std::int64_t dst = 0;
+    for (std::size_t a = 0; a < inner.size(); ++a) {
+      src += index[a] * inner[a].src_stride;
+      dst += index[a] * inner[a].dst_stride;
+    }
+    for (std::int64_t b = 0; b < w; ++b) map[static_cast<std::size_t>(dst + b)] = src + b;
+    for (std::size_t a = inner.size(); a-- > 0;) {
+      if (++index[a] < inner[a].extent) break;
+      index[a] = 0;
+    }
+  }
+  return map;
+}
+
+std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
+                                            std::int64_t stream_src_stride) {
+  std::int64_t block = static_cast<std::int64_t>(width);
+  for (const permute_axis& axis : inner) block *= axis.extent;
+  const std::int64_t period = std::lcm(block, std::int64_t{64});
+  if (period > max_gather_period_bytes) return nullptr;
+  const std::vector<std::int64_t> map = block_map(inner, width, block);
+
+  auto program = std::make_shared<gather_program>();
+  program->period_dst_bytes = period;
+  program->period_src_bytes = (period / block) * stream_src_stride;
+  std::array<std::int64_t, 64> offsets{};
+  std::array<int, 64> order{};
+  for (std::int64_t chunk = 0; chunk < period / 64; ++chunk) {
+    for (int j = 0; j < 64; ++j) {
+      const std::int64_t p = chunk * 64 + j;
+      offsets[static_cast<std::size_t>(j)] = (p / block) * stream_src_stride + map[static_cast<std::size_t>(p % block)];
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+    // Greedy windows over the sorted offsets (the fewest 64-byte windows covering them), taken in
+    // pairs: one two-source permute per pair.
+    gather_step step;
+    int windows_in_step = 0;
+    std::int64_t window_start = 0;
+    auto flush = [&] {
+      program->steps.push_back(step);
+      step = gather_step{};
+      windows_in_step = 0;
+    };
+    for (int j : order) {
+      const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
+      if (windows_in_step == 0 || offset - window_start >= 64) {
+        if (windows_in_step == 2) flush();
+        window_start = offset;
+        (windows_in_step == 0 ? step.window_a : step.window_b) = offset;
+        ++windows_in_step;
+      }
+      const auto position = static_cast<int>(offset - window_start);
+      const bool second = windows_in_step == 2;
+      step.index[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(position + (second ? 64 : 0));
+      (second ? step.load_b : step.load_a) |= std::uint64_t{1} << position;
+      step.take |= std::uint64_t{1} << j;
+    }
+    flush();
+    for (const gather_step& made : program->steps) {
+      program->reach = std::max({program->reach, made.window_a + 64, made.load_b != 0 ? made.window_b + 64 : 0});
+    }
+    program->chunk_end.push_back(static_cast<std::uint32_t>(program->steps.size()));
+  }
+  return program;
+}
+
+}  // namespace
+
+std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
+                                                         std::int64_t stream_src_stride) {
+  // A few programs suffice: a process usually repeats a handful of shapes.
+  constexpr std::size_t capacity = 16;
+  static std::mutex mutex;
+  static std::vector<std::pair<program_key, std::shared_ptr<const gather_program>>> cache;
+  program_key key;
+  for (const permute_axis& axis : inner) key.inner.push_back(axis);
+  key.width = width;
+  key.stream_src_stride = stream_src_stride;
+  {
+    const std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < cache.size(); ++i) {
+      if (cache[i].first == key) {
+        // Most recent first, so the oldest leaves when the cache is full.
+        std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i), cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return cache.front().second;
+      }
+    }
+  }
+  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride);
+  const std::lock_guard lock(mutex);
+  if (cache.size() == capacity) cache.pop_back();
+  cache.insert(cache.begin(), {std::move(key), program});
+  return program;
+}
+
+}  // namespace regrid::kernels
