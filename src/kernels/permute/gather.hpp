@@ -8,9 +8,9 @@
 //
 // and the pattern of 64-byte output chunks repeats every lcm(D, 64) bytes. A gather program holds,
 // for each chunk of one period, the 64-byte source windows its bytes lie in and the byte index of
-// each output byte in them. Each chunk is then built with one vpermt2b per pair of windows, a
-// blend per further pair, and one store, whatever the run lengths: a C = 3 pixel shuffle costs the
-// same few instructions per 64 bytes as a long run, where per-run kernels moved 2-3 bytes per step.
+// each output byte in them. Each chunk is then built with one vpermt2b per pair of windows and a
+// store (byte-masked for every pair after the first), whatever the run lengths: a C = 3 pixel
+// shuffle costs a few instructions per 64 bytes, where per-run kernels moved 2-3 bytes per step.
 #pragma once
 
 #include <array>
