@@ -236,6 +236,18 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
   set_max_isa(isa::avx512vbmi);
 }
 
+// expect_every_isa_matches on a random source of src_bytes, the destination (dst_bytes) expected
+// from the element loop.
+void random_source_matches_on_every_isa(const std::vector<permute_axis>& axes, std::int64_t width, std::int64_t src_bytes,
+                                        std::int64_t dst_bytes, std::mt19937_64& rng, const std::string& context,
+                                        bool staged = false) {
+  std::vector<std::byte> src(static_cast<std::size_t>(src_bytes));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(static_cast<std::size_t>(dst_bytes), std::byte{0x5A});
+  permute_naive(axes, src.data(), expected.data(), width);
+  expect_every_isa_matches(axes, width, src, expected, context, staged);
+}
+
 // Runs of whole cache lines: the tile's inner loop is the axis that touches fewer places at once.
 // NHWC DCR depth_to_space, b = 8, C = 16 float32 (runs of 512 bytes): walking the output in order
 // reads 1/8 of every source pixel per pass (64 places at once); walking the 8 block rows inside
@@ -290,12 +302,8 @@ TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
               const auto axes = shuffle_axes(interleave, {outer, far_outer, near_outer}, {inner, far_block, near_inner},
                                              length, b, row, width);
               const std::int64_t span = outer * std::max(far_outer, near_outer) + 64;
-              std::vector<std::byte> src(static_cast<std::size_t>(span));
-              for (auto& v : src) v = static_cast<std::byte>(rng());
-              std::vector<std::byte> expected(static_cast<std::size_t>(span), std::byte{0x5A});
-              permute_naive(axes, src.data(), expected.data(), width);
-              ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(
-                  axes, width, src, expected,
+              ASSERT_NO_FATAL_FAILURE(random_source_matches_on_every_isa(
+                  axes, width, span, span, rng,
                   " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
                       " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer)));
             }
@@ -368,12 +376,8 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                                                {inner, run_bytes, near_inner}, length, b, far_row, width);
                 const std::int64_t src_span = (interleave ? far_span : near_span) + 64;
                 const std::int64_t dst_span = (interleave ? near_span : far_span) + 64;
-                std::vector<std::byte> src(static_cast<std::size_t>(src_span));
-                for (auto& v : src) v = static_cast<std::byte>(rng());
-                std::vector<std::byte> expected(static_cast<std::size_t>(dst_span), std::byte{0x5A});
-                permute_naive(axes, src.data(), expected.data(), width);
-                ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(
-                    axes, width, src, expected,
+                ASSERT_NO_FATAL_FAILURE(random_source_matches_on_every_isa(
+                    axes, width, src_span, dst_span, rng,
                     " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
                         " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
                     /*staged=*/true));
@@ -386,17 +390,19 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   }
 }
 
-// A source buffer whose last byte is the last byte before an inaccessible page, so that any read
-// past the end of the source faults (masked vector loads are invisible to AddressSanitizer).
+// A source buffer of random bytes whose last byte is the last byte before an inaccessible page, so
+// that any read past the end of the source faults (masked vector loads are invisible to
+// AddressSanitizer).
 class guarded_source {
  public:
-  explicit guarded_source(std::size_t bytes) : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+  guarded_source(std::size_t bytes, std::mt19937_64& rng) : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
     mapped_ = (bytes + page_ - 1) / page_ * page_ + page_;
     void* memory = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) throw std::bad_alloc();
     base_ = static_cast<std::byte*>(memory);
     mprotect(base_ + mapped_ - page_, page_, PROT_NONE);
     data_ = base_ + mapped_ - page_ - bytes;
+    for (std::size_t i = 0; i < bytes; ++i) data_[i] = static_cast<std::byte>(rng());
   }
   guarded_source(const guarded_source&) = delete;
   guarded_source& operator=(const guarded_source&) = delete;
@@ -435,8 +441,7 @@ TEST(PermuteGather, ProgramsMatchNaiveCopy) {
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             if (!plan.gather) continue;  // no destination block continued by a stream axis
             ++gathers;
-            guarded_source src(static_cast<std::size_t>(bytes));
-            for (std::int64_t i = 0; i < bytes; ++i) src.data()[i] = static_cast<std::byte>(rng());
+            guarded_source src(static_cast<std::size_t>(bytes), rng);
             for (std::int64_t misalign : {0, 1, 7}) {
               std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
               permute_naive(axes, src.data(), expected.data() + misalign, width);
@@ -481,8 +486,7 @@ TEST(PermuteGather, RandomPermutationsMatchNaiveCopy) {
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
     if (!plan.gather) continue;
     ++gathers;
-    guarded_source src(static_cast<std::size_t>(count * width));
-    for (std::int64_t i = 0; i < count * width; ++i) src.data()[i] = static_cast<std::byte>(rng());
+    guarded_source src(static_cast<std::size_t>(count * width), rng);
     std::vector<std::byte> expected(static_cast<std::size_t>(count * width + 64), std::byte{0x5A});
     permute_naive(axes, src.data(), expected.data(), width);
     std::vector<std::byte> actual(expected.size(), std::byte{0x5A});

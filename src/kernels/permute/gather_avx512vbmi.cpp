@@ -13,6 +13,7 @@ namespace {
 // interpreter reloading them per chunk ran at half speed. 4 KiB keeps the strip's output lines
 // in L1 between the steps of one chunk.
 constexpr std::int64_t strip_bytes = 4096;
+static_assert(2 * max_gather_period_bytes <= strip_bytes, "a long row must hold whole periods");
 
 // Byte-masked loads read nothing outside their mask (and cannot fault there), so a window may
 // start anywhere a needed byte is.
@@ -100,7 +101,8 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
   const std::int64_t whole = rows.bytes / period_dst;
   const std::int64_t tail = rows.bytes - whole * period_dst;
   if (rows.bytes >= strip_bytes) {
-    // Long rows: strips of periods of one row.
+    // Long rows: strips of periods of one row (periods are at most half a strip, so every long
+    // row has whole periods and its tail goes with the last strip).
     const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / period_dst);
     for (std::int64_t r = 0; r < rows.count; ++r) {
       const std::byte* from = src + r * rows.src_stride;
@@ -109,7 +111,6 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
         const std::int64_t end = std::min(whole, p + per_strip);
         run_strip(program, rows, {from, to, 1, p, end, end == whole ? tail : 0}, src_end);
       }
-      if (whole == 0) run_strip(program, rows, {from, to, 1, 0, 0, tail}, src_end);
     }
     return;
   }

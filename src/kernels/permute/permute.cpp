@@ -197,8 +197,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
 std::atomic<bool> gather_forced{false};
 
 // Estimated cycles per output byte of a gather row: per full chunk a store and about two cycles
-// per permute step (two masked loads, the permute, a blend); a partial chunk costs more (clipped
-// loads, a masked store); each row is a call and an odometer step.
+// per permute step (two masked loads, the permute, a masked store after the first); a partial
+// chunk costs more (clipped loads); each row is a call and an odometer step.
 double gather_cost(const gather_program& program, std::int64_t row_bytes) {
   const double steps = program.steps_per_chunk();
   const std::int64_t full_chunks = row_bytes / program.period_dst_bytes * (program.period_dst_bytes / 64);
@@ -212,7 +212,7 @@ double gather_cost(const gather_program& program, std::int64_t row_bytes) {
 // first): the innermost m axes form a dense destination block, the next one continues it. Returns
 // the tile and m.
 std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& axes, std::size_t width) {
-  if (active_isa() < isa::avx512vbmi || axes.size() < 2) return std::nullopt;
+  if (axes.size() < 2) return std::nullopt;
   std::int64_t source_span = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : axes) {
     // Windows are placed from each row's first byte on, so strides must not run backwards.
@@ -255,15 +255,16 @@ bool gather_beats(const permute_plan& plan, double steps) {
     if (tile.segment_copy.copy == nullptr) return run_bytes < 32 && ways <= 4;
     // Staged: short runs of 3 or 9 ways (no single-instruction permute below VBMI) or of 4.
     if ((ways & (ways - 1)) != 0) return run_bytes < 16;
-    return run_bytes < 16 && ways == 4 ? true : run_bytes < 32 && steps <= 1;
+    return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
   }
   return plan.width < 16;
 }
 
 // Replaces the plan with a gather where gather_beats says so; `axes` are the normalized axes the
-// plan was made from.
-void prefer_gather(permute_plan& plan, const axis_list& axes, std::size_t width) {
-  if (!gather_beats(plan, 0.0)) return;  // no gather would: skip building programs
+// plan was made from (none without VBMI: find_gather needs it).
+void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalized, std::size_t width) {
+  if (!normalized || !gather_beats(plan, 0.0)) return;  // no gather would: skip building programs
+  const axis_list& axes = *normalized;
   std::optional<std::pair<gather_tile, std::size_t>> found = find_gather(axes, width);
   if (!found || !gather_beats(plan, found->first.program->steps_per_chunk())) return;
   auto& [tile, inner] = *found;
@@ -334,7 +335,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     fused.pop_back();
   }
 
-  const axis_list normalized = fused;
+  // The kernels below consume the axes; a gather is planned from them afterwards, on VBMI only.
+  const std::optional<axis_list> normalized =
+      active_isa() >= isa::avx512vbmi ? std::optional<axis_list>(fused) : std::nullopt;
   if (choose_shuffle(plan, fused)) {
     prefer_gather(plan, normalized, plan.width);
     return plan;
@@ -360,7 +363,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   }
   plan.outer = std::move(fused);
   plan.kernel = tile_kernel_for_isa(plan.width);
-  if (plan.row.extent * plan.col.extent * plan.plane.extent > 1 || !plan.outer.empty()) prefer_gather(plan, normalized, plan.width);
+  prefer_gather(plan, normalized, plan.width);
   return plan;
 }
 
