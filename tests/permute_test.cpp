@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -119,11 +120,11 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
   set_num_threads(saved);
 }
 
-// Every (de-)interleave kernel: b in {2, 3, 4, 8}, widths 1..8, lengths around the vector sizes,
-// padded source rows, on every ISA the host has; compared with the plain strided copy.
+// Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16}, widths 1..8, lengths around the vector
+// sizes, padded source rows, on every ISA the host has; compared with the plain strided copy.
 TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   std::mt19937_64 rng(99);
-  for (std::int64_t b : {2, 3, 4, 8}) {
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
       for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, 40000}) {
         for (bool interleave : {true, false}) {
@@ -157,9 +158,15 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
             } else if (length >= 4) {  // shorter runs are not worth a shuffle
               EXPECT_NE(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
-              // Byte permutes of B = 3 stay in 128-bit lanes (vpshufb): AVX-512 without VBMI takes AVX2's.
-              if (!power_of_two && width == 1) {
+              // Byte permutes: with VBMI one vpermt2b each (all but the power-of-two interleaves,
+              // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
+              // (vpshufb), so AVX-512 takes AVX2's.
+              if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two)) {
+                EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);
+              } else if (width == 1 && !power_of_two) {
                 EXPECT_NE(kernel_name(plan).find("_avx2"), std::string::npos) << describe(plan);
+              } else {
+                EXPECT_EQ(kernel_name(plan).find("vbmi"), std::string::npos) << describe(plan);
               }
             }
             for (int threads : {1, 2}) {  // long rows are split into work items, across threads too
@@ -214,17 +221,18 @@ std::vector<permute_axis> shuffle_axes(bool interleave, two_sided_axis outer, tw
 }
 
 // Plans `axes` under every ISA cap the host has and runs each plan on one and two threads into
-// a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged`, every plan must
-// stage its short runs.
+// a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged_from`, every plan
+// under that cap or a higher one must stage its short runs (or be a gather).
 void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width, const std::vector<std::byte>& src,
-                              const std::vector<std::byte>& expected, const std::string& context, bool staged = false) {
+                              const std::vector<std::byte>& expected, const std::string& context,
+                              std::optional<isa> staged_from = std::nullopt) {
   for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
     if (plan.gather) {
       EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);  // gathers need VBMI
-    } else if (staged) {
+    } else if (staged_from && cap >= *staged_from) {
       ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
     }
     for (int threads : {1, 2}) {
@@ -240,12 +248,12 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
 // from the element loop.
 void random_source_matches_on_every_isa(const std::vector<permute_axis>& axes, std::int64_t width, std::int64_t src_bytes,
                                         std::int64_t dst_bytes, std::mt19937_64& rng, const std::string& context,
-                                        bool staged = false) {
+                                        std::optional<isa> staged_from = std::nullopt) {
   std::vector<std::byte> src(static_cast<std::size_t>(src_bytes));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   std::vector<std::byte> expected(static_cast<std::size_t>(dst_bytes), std::byte{0x5A});
   permute_naive(axes, src.data(), expected.data(), width);
-  expect_every_isa_matches(axes, width, src, expected, context, staged);
+  expect_every_isa_matches(axes, width, src, expected, context, staged_from);
 }
 
 // Runs of whole cache lines: the tile's inner loop is the axis that touches fewer places at once.
@@ -286,7 +294,7 @@ TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
 // strides on both sides, on every ISA the host has.
 TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
   std::mt19937_64 rng(7);
-  for (std::int64_t b : {2, 3, 4, 16}) {
+  for (std::int64_t b : {2, 3, 4, 9, 16}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
       for (std::int64_t length : {4, 5, 8, 15, 16, 17, 20, 33}) {
         for (std::int64_t inner : {1, 2, 3, 5}) {
@@ -356,7 +364,7 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
 // and one that does not, padded near-side strides, every ISA, one and two threads.
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
-  for (std::int64_t b : {2, 4, 16}) {
+  for (std::int64_t b : {2, 3, 4, 9, 16}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
       for (std::int64_t length : {2, 3, 4, 5, 7}) {
         for (std::int64_t inner : {2, 3, 300}) {
@@ -380,7 +388,8 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                     axes, width, src_span, dst_span, rng,
                     " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
                         " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
-                    /*staged=*/true));
+                    // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements.
+                    /*staged_from=*/(b & (b - 1)) == 0 ? isa::scalar : isa::avx2));
               }
             }
           }
@@ -498,7 +507,8 @@ TEST(PermuteGather, RandomPermutationsMatchNaiveCopy) {
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
-// the 3-way staged shuffle moved one pixel per step) and keep the tile for long runs.
+// the 3-way staged shuffle moved one pixel per step), keep the tile for long runs, and keep the
+// VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11).
 TEST(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
   const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
@@ -506,6 +516,8 @@ TEST(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   set_max_isa(isa::avx512vbmi);
   EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx512vbmi");
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
+  const auto short_rows = packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
+  EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi") << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);
   EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
   set_max_isa(isa::avx512vbmi);

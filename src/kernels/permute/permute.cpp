@@ -41,17 +41,23 @@ bool contains(const way_list& ways, std::size_t axis) {
 // non-power-of-two B (3, 9) needs general two-source permutes: SSE2 has none for bytes or
 // 16-bit lanes, and for bytes x86-64-v4 has no AVX512-VBMI; GCC then builds them from element
 // moves, up to 70x slower (d2s NHWC CRD b3 C16 uint8: 11.6 GB/s on AVX2, 0.17 on AVX-512 and
-// scalar). So AVX-512 takes the AVX2 kernel for bytes, whose permutes stay inside 128-bit lanes
-// (vpshufb), and the scalar level takes no non-power-of-two shuffle.
+// scalar). So bytes take the VBMI build where the CPU has it (one vpermt2b per shuffle), else
+// AVX-512 takes the AVX2 kernel for bytes, whose permutes stay inside 128-bit lanes (vpshufb),
+// and the scalar level takes no non-power-of-two shuffle. Power-of-two byte interleaves keep
+// the avx512 build: its lane-local zip network was as fast as the VBMI permutes over the grid,
+// while de-interleaves and B = 3, 9 gained 1.05-3.5x from VBMI.
 struct shuffle_choice {
   shuffle_fn fn = nullptr;
   isa level = isa::scalar;
 };
 
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave) {
-  // The shuffles use no VBMI instruction: they are built for avx512 at most.
+  const bool power_of_two = (ways & (ways - 1)) == 0;
+  if (width == 1 && active_isa() >= isa::avx512vbmi && !(interleave && power_of_two)) {
+    return {shuffle_kernel_avx512vbmi(width, ways, interleave), isa::avx512vbmi};
+  }
   isa level = std::min(active_isa(), isa::avx512);
-  if ((ways & (ways - 1)) != 0) {
+  if (!power_of_two) {
     if (level == isa::scalar) return {};
     if (width == 1) level = isa::avx2;
   }
@@ -195,6 +201,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
 }
 
 std::atomic<bool> gather_forced{false};
+// The shortest gather row (stream extent x block bytes) gather_beats accepts.
+constexpr std::int64_t min_gather_row_bytes = 256;
 
 // Estimated cycles per output byte of a gather row: per full chunk a store and about two cycles
 // per permute step (two masked loads, the permute, a masked store after the first); a partial
@@ -244,10 +252,12 @@ std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& 
 // ways): the gather wins where the other plan moves short runs of 2-4 ways or copies runs under 16
 // bytes, by 1.2-15x (RGB pixel shuffles, 3-way staged runs: 0.01-0.05 -> 0.3-0.4 of memcpy); it
 // loses to runs of 64 bytes or more (0.4-0.7x), to the 8- and 16-way network shuffles, and
-// wherever a chunk takes three steps or more.
-bool gather_beats(const permute_plan& plan, double steps) {
+// wherever a chunk takes three steps or more. Rows under 256 bytes lose too (0.13-0.5x against
+// the VBMI 3-way shuffle of 11-27 byte runs), rows of 441 bytes or more won 1.7-32x: a row's
+// partial period and its call cost as much as several whole periods.
+bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed)) return true;
-  if (steps > 2) return false;
+  if (steps > 2 || row_bytes < min_gather_row_bytes) return false;
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
@@ -263,10 +273,14 @@ bool gather_beats(const permute_plan& plan, double steps) {
 // Replaces the plan with a gather where gather_beats says so; `axes` are the normalized axes the
 // plan was made from (none without VBMI: find_gather needs it).
 void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalized, std::size_t width) {
-  if (!normalized || !gather_beats(plan, 0.0)) return;  // no gather would: skip building programs
+  // No gather would win: skip building programs.
+  if (!normalized || !gather_beats(plan, 0.0, min_gather_row_bytes)) return;
   const axis_list& axes = *normalized;
   std::optional<std::pair<gather_tile, std::size_t>> found = find_gather(axes, width);
-  if (!found || !gather_beats(plan, found->first.program->steps_per_chunk())) return;
+  if (!found || !gather_beats(plan, found->first.program->steps_per_chunk(),
+                              found->first.stream.extent * found->first.block_bytes)) {
+    return;
+  }
   auto& [tile, inner] = *found;
   axis_list outer = axes;
   while (outer.size() > axes.size() - inner - 1) outer.pop_back();

@@ -73,6 +73,8 @@ using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t l
 shuffle_fn shuffle_kernel_scalar(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave);
 shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
+/// Width 1 only (null otherwise): the avx512 kernels built with AVX512-VBMI byte permutes.
+shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool interleave);
 
 /// A B-way shuffle over a run axis whose one side is contiguous, chosen instead of a tile.
 struct shuffle_tile {
