@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -32,6 +33,31 @@ std::atomic<int>& thread_setting() {
 
 thread_local bool inside_part = false;
 
+// Hand-offs spin before they sleep. A condition variable alone costs a futex wake and a
+// reschedule per job, 20-50 us on the 2-vCPU VMs regrid is measured on, which made a 1 MiB
+// permute (15-20 us of copying) three times slower on two threads than on one. Operators are
+// usually called back to back, so a worker that keeps polling for a short while after its job
+// catches the next one without a system call; after that it sleeps and costs nothing.
+constexpr auto spin_duration = std::chrono::microseconds(100);
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `ready` for up to spin_duration; true when it became true.
+template <class Ready>
+bool spin_until(const Ready& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + spin_duration;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    // The clock is read every 64 polls: often enough, and cheap next to a pause each.
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
 class pool {
  public:
   static pool& instance() {
@@ -42,7 +68,7 @@ class pool {
   ~pool() {
     {
       std::lock_guard lock(mutex_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     wake_.notify_all();
     for (auto& worker : workers_) worker.join();
@@ -53,19 +79,23 @@ class pool {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     ensure_workers(parts - 1);
-    {
-      std::lock_guard lock(mutex_);
-      job_ = &part;
-      pending_ = parts - 1;
-      next_part_ = 1;
-      parts_ = parts;
-      failure_ = nullptr;
-      ++generation_;
+    job_ = &part;
+    failure_ = nullptr;
+    parts_.store(parts);
+    pending_.store(parts - 1);
+    // Publishing the ticket starts the job: its generation tells workers which job a part
+    // number belongs to, so a worker still finishing the previous job cannot claim this one's.
+    const std::uint64_t generation = (ticket_.load() >> 32) + 1;
+    ticket_.store(generation << 32 | 1U);
+    if (sleepers_.load() > 0) {
+      { std::lock_guard lock(mutex_); }  // a worker between its check and its wait sees the ticket
+      wake_.notify_all();
     }
-    wake_.notify_all();
     run_one(0, part);
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    if (!spin_until([&] { return pending_.load() == 0; })) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return pending_.load() == 0; });
+    }
     job_ = nullptr;
     if (failure_) std::rethrow_exception(failure_);
     return true;
@@ -77,46 +107,62 @@ class pool {
     try {
       part(index);
     } catch (...) {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(failure_mutex_);
       if (!failure_) failure_ = std::current_exception();
     }
     inside_part = false;
   }
 
+  // Called before the job's ticket is published: a new worker starts from the generation before
+  // it, so it takes part in the job it was created for.
   void ensure_workers(int count) {
+    const std::uint64_t current = ticket_.load() >> 32;
     while (static_cast<int>(workers_.size()) < count) {
-      workers_.emplace_back([this] { worker_loop(); });
+      workers_.emplace_back([this, current] { worker_loop(current); });
     }
   }
 
-  void worker_loop() {
-    std::uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
+  void worker_loop(std::uint64_t seen) {
     for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && next_part_ < parts_); });
-      if (stopping_) return;
-      seen = generation_;
-      const int index = next_part_++;
-      const auto* job = job_;
-      lock.unlock();
-      run_one(index, *job);
-      lock.lock();
-      if (--pending_ == 0) done_.notify_one();
+      auto new_job = [&] { return stopping_.load() || (ticket_.load() >> 32) != seen; };
+      if (!spin_until(new_job)) {
+        std::unique_lock lock(mutex_);
+        sleepers_.fetch_add(1);
+        wake_.wait(lock, new_job);
+        sleepers_.fetch_sub(1);
+      }
+      if (stopping_.load()) return;
+      std::uint64_t ticket = ticket_.load();
+      seen = ticket >> 32;
+      // Claim part numbers of this generation until none are left.
+      for (;;) {
+        const auto index = static_cast<int>(ticket & 0xFFFFFFFFU);
+        if ((ticket >> 32) != seen || index >= parts_.load()) break;
+        if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
+        run_one(index, *job_);
+        if (pending_.fetch_sub(1) == 1) {
+          { std::lock_guard lock(mutex_); }  // the caller between its check and its wait sees it
+          done_.notify_one();
+        }
+        ticket = ticket_.load();
+      }
     }
   }
 
   std::mutex run_mutex_;
-  std::mutex mutex_;
+  std::mutex mutex_;          // guards sleeping only: wake_ and done_ waits
+  std::mutex failure_mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   std::exception_ptr failure_;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  int next_part_ = 0;
-  int parts_ = 0;
-  bool stopping_ = false;
+  // (generation << 32) | next part number to claim.
+  std::atomic<std::uint64_t> ticket_{0};
+  std::atomic<int> parts_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace

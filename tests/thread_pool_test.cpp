@@ -1,0 +1,80 @@
+// The thread pool's hand-offs: every part of every job runs exactly once, whether the workers
+// are still spinning from the previous job or asleep, with failures, nesting and two callers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "runtime/thread_pool.hpp"
+
+namespace regrid::runtime {
+namespace {
+
+// Runs `jobs` jobs of `parts` parts back to back and checks that each part ran once per job.
+void expect_each_part_once(int parts, int jobs, std::chrono::microseconds pause = {}) {
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(parts));
+  for (int job = 0; job < jobs; ++job) {
+    for (auto& count : runs) count.store(0);
+    run_parts(parts, [&](int index) { runs[static_cast<std::size_t>(index)].fetch_add(1); });
+    for (int index = 0; index < parts; ++index) {
+      ASSERT_EQ(runs[static_cast<std::size_t>(index)].load(), 1) << "part " << index << " of job " << job;
+    }
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);
+  }
+}
+
+TEST(ThreadPool, BackToBackJobsRunEveryPartOnce) {
+  for (int parts : {2, 3, 4, 2, 1, 4}) expect_each_part_once(parts, 3000);
+}
+
+// Pauses longer than the workers spin: each job has to wake sleeping workers.
+TEST(ThreadPool, JobsAfterIdlePeriodsWakeTheWorkers) {
+  expect_each_part_once(2, 20, std::chrono::microseconds(2000));
+  expect_each_part_once(4, 20, std::chrono::microseconds(2000));
+}
+
+TEST(ThreadPool, FailureIsRethrownAndThePoolStillWorks) {
+  for (int job = 0; job < 100; ++job) {
+    EXPECT_THROW(run_parts(2, [](int index) {
+                   if (index == 1) throw std::runtime_error("part 1 failed");
+                 }),
+                 std::runtime_error);
+  }
+  expect_each_part_once(2, 100);
+}
+
+// A part that splits its own work runs it serially instead of waiting on the pool it is in.
+TEST(ThreadPool, NestedCallsRunSerially) {
+  std::atomic<std::int64_t> total{0};
+  parallel_for(4, 2, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      parallel_for(10, 2, [&](std::int64_t b, std::int64_t e) { total.fetch_add(e - b); });
+    }
+  });
+  EXPECT_EQ(total.load(), 40);
+}
+
+// Two callers at once: one gets the pool, the other runs its parts itself; both complete.
+TEST(ThreadPool, ConcurrentCallersBothComplete) {
+  std::thread other([] { expect_each_part_once(2, 2000); });
+  expect_each_part_once(3, 2000);
+  other.join();
+}
+
+TEST(ThreadPool, ParallelForCoversTheRangeOnce) {
+  for (std::int64_t count : {1, 2, 3, 7, 1000}) {
+    for (int parts : {1, 2, 4}) {
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(count));
+      parallel_for(count, parts, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+      });
+      for (std::int64_t i = 0; i < count; ++i) ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace regrid::runtime
