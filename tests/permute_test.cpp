@@ -425,15 +425,25 @@ class guarded_source {
   std::byte* data_ = nullptr;
 };
 
-bool host_has_vbmi() { return detected_isa() >= isa::avx512vbmi; }
+// The gather tests run under the avx512vbmi cap on hosts that have it. The cap and the forcing
+// switch are process-wide, so TearDown restores both even when an assertion ends a test early.
+class PermuteGather : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (detected_isa() < isa::avx512vbmi) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
+    set_max_isa(isa::avx512vbmi);
+  }
+  void TearDown() override {
+    force_gather_for_testing(false);
+    set_max_isa(isa::avx512vbmi);
+  }
+};
 
 // Periodic gathers, planned wherever one exists: NHWC CRD space_to_depth / depth_to_space for
 // channel counts whose blocks do not divide 64 bytes (partial periods at every row's end), every
 // element width, source ending right before an inaccessible page, destination misaligned and
 // guarded, one and two threads; against the element loop.
-TEST(PermuteGather, ProgramsMatchNaiveCopy) {
-  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
-  set_max_isa(isa::avx512vbmi);
+TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
   force_gather_for_testing(true);
   std::mt19937_64 rng(5);
   int gathers = 0;
@@ -467,15 +477,12 @@ TEST(PermuteGather, ProgramsMatchNaiveCopy) {
       }
     }
   }
-  force_gather_for_testing(false);
   EXPECT_GT(gathers, 300);
 }
 
 // Random permutations of random shapes, gathered wherever possible (the other random test plans
 // them as the rules choose).
-TEST(PermuteGather, RandomPermutationsMatchNaiveCopy) {
-  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
-  set_max_isa(isa::avx512vbmi);
+TEST_F(PermuteGather, RandomPermutationsMatchNaiveCopy) {
   force_gather_for_testing(true);
   std::mt19937_64 rng(77);
   int gathers = 0;
@@ -502,25 +509,21 @@ TEST(PermuteGather, RandomPermutationsMatchNaiveCopy) {
     run_permute(plan, src.data(), actual.data(), 1);
     ASSERT_EQ(actual, expected) << describe(plan) << " trial " << trial;
   }
-  force_gather_for_testing(false);
   EXPECT_GT(gathers, 50);
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
 // the 3-way staged shuffle moved one pixel per step), keep the tile for long runs, and keep the
 // VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11).
-TEST(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
-  if (!host_has_vbmi()) GTEST_SKIP() << "needs AVX512-VBMI, which this CPU lacks";
+TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
   const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);  // NHWC DCR, runs of 256 bytes
-  set_max_isa(isa::avx512vbmi);
   EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx512vbmi");
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
   const auto short_rows = packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi") << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);
   EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
-  set_max_isa(isa::avx512vbmi);
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ class pool {
     try {
       part(index);
     } catch (...) {
-      std::lock_guard lock(failure_mutex_);
+      std::lock_guard lock(mutex_);
       if (!failure_) failure_ = std::current_exception();
     }
     inside_part = false;
@@ -150,8 +150,7 @@ class pool {
   }
 
   std::mutex run_mutex_;
-  std::mutex mutex_;          // guards sleeping only: wake_ and done_ waits
-  std::mutex failure_mutex_;
+  std::mutex mutex_;  // guards the wake_ and done_ waits and failure_
   std::condition_variable wake_;
   std::condition_variable done_;
   std::vector<std::thread> workers_;
