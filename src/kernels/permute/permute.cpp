@@ -249,25 +249,36 @@ std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& 
 
 // Whether a gather taking `steps` permute steps per output chunk beats the plan the other kernels
 // made. Measured over the benchmark grid (1 thread, 64 KiB to 16 MiB, every cell planned both
-// ways): the gather wins where the other plan moves short runs of 2-4 ways or copies runs under 16
-// bytes, by 1.2-15x (RGB pixel shuffles, 3-way staged runs: 0.01-0.05 -> 0.3-0.4 of memcpy); it
-// loses to runs of 64 bytes or more (0.4-0.7x), to the 8- and 16-way network shuffles, and
-// wherever a chunk takes three steps or more. Rows under 256 bytes lose too (0.13-0.5x against
-// the VBMI 3-way shuffle of 11-27 byte runs), rows of 441 bytes or more won 1.7-32x: a row's
-// partial period and its call cost as much as several whole periods.
+// ways): the gather wins where the other plan moves short runs, by 1.2-15x (RGB pixel shuffles,
+// 3-way staged runs: 0.01-0.05 -> 0.3-0.4 of memcpy); it loses to runs of 64 bytes or more
+// (0.4-0.7x), to the 8- and 16-way network shuffles of runs of 16 bytes or more, and mostly
+// wherever a chunk takes three steps or more. Rows under 256 bytes lose too (0.13-0.5x against the
+// VBMI 3-way shuffle of 11-27 byte runs), rows of 441 bytes or more won 1.7-32x: a row's partial
+// period and its call cost as much as several whole periods. Two exceptions pay for more steps:
+// 3- and 9-way shuffles of runs under 16 bytes (general permutes, up to 3 steps), and staged
+// shuffles whose calls move under 256 bytes (one input pixel of NHWC CRD, say), where the call and
+// staging overhead per few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells).
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed)) return true;
-  if (steps > 2 || row_bytes < min_gather_row_bytes) return false;
+  if (steps > 4 || row_bytes < min_gather_row_bytes) return false;
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-    if (tile.segment_copy.copy == nullptr) return run_bytes < 32 && ways <= 4;
+    const bool power_of_two = (ways & (ways - 1)) == 0;
+    if (tile.segment_copy.copy == nullptr) {
+      if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
+      return steps <= 2 && (run_bytes < 16 || (run_bytes < 32 && ways <= 4));
+    }
+    const std::int64_t call_bytes = ways * run_bytes * tile.repeat.inner.extent * tile.repeat.outer.extent;
+    if (call_bytes < 256) return true;
+    if (steps > 2) return false;
+    if (call_bytes < 1024) return true;
     // Staged: short runs of 3 or 9 ways (no single-instruction permute below VBMI) or of 4.
-    if ((ways & (ways - 1)) != 0) return run_bytes < 16;
+    if (!power_of_two) return run_bytes < 16;
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
   }
-  return plan.width < 16;
+  return steps <= 2 && plan.width < 16;
 }
 
 // Replaces the plan with a gather where gather_beats says so; `axes` are the normalized axes the
