@@ -72,6 +72,36 @@ TEST(PermutePlan, FusesAdjacentAxesAndFoldsContiguousRuns) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// The one-shot API's plan cache hands back the same plan for the same problem, a fresh one when
+// the axes, the element width or the ISA cap differ, and stays right when more problems pass
+// through it than it has slots.
+TEST(PermutePlan, CacheKeysOnAxesWidthAndIsa) {
+  const auto axes = packed_transpose({1, 3, 2, 2, 5, 7}, {0, 1, 4, 2, 5, 3}, 4);
+  const auto first = plan_permute_cached(axes, 4);
+  EXPECT_EQ(plan_permute_cached(axes, 4), first);
+  EXPECT_EQ(describe(*first), describe(plan_permute(axes, 4)));
+  auto other = axes;
+  other[2].src_stride += 4;  // a padded source row
+  EXPECT_NE(plan_permute_cached(other, 4), first);
+  EXPECT_EQ(describe(*plan_permute_cached(other, 4)), describe(plan_permute(other, 4)));
+  const auto halves = packed_transpose({1, 3, 2, 2, 5, 7}, {0, 1, 4, 2, 5, 3}, 2);
+  EXPECT_EQ(describe(*plan_permute_cached(halves, 2)), describe(plan_permute(halves, 2)));
+  for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    EXPECT_EQ(kernel_name(*plan_permute_cached(axes, 4)), kernel_name(plan_permute(axes, 4))) << to_string(cap);
+  }
+  set_max_isa(isa::avx512vbmi);
+  // Twenty problems through eight slots, twice: every plan matches a fresh one.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::int64_t rows = 1; rows <= 20; ++rows) {
+      const auto sized = packed_transpose({rows, 2, 2, 5, 7}, {0, 3, 1, 4, 2}, 4);
+      EXPECT_EQ(describe(*plan_permute_cached(sized, 4)), describe(plan_permute(sized, 4))) << rows;
+    }
+  }
+  EXPECT_EQ(describe(*plan_permute_cached(axes, 4)), describe(*first));
+}
+
 TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
   std::mt19937_64 rng(1234);
   const int saved = num_threads();

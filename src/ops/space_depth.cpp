@@ -430,12 +430,12 @@ void run(space_depth_op op, const tensor_view& src, const mutable_tensor_view& d
          const space_depth_options& options) {
   const space_depth_geometry g = plan_space_depth(op, src.shape(), options);
   check_operands(g, src, dst);
-  const auto plan = kernels::plan_permute(permute_axes(g, src, dst), size_of(src.type()));
+  const auto plan = kernels::plan_permute_cached(permute_axes(g, src, dst), size_of(src.type()));
   if (verbose_dispatch()) {
     std::fprintf(stderr, "regrid: %s %s -> %s: %s\n", std::string(op_name(op)).c_str(), format_shape(src.shape()).c_str(),
-                 format_shape(dst.shape()).c_str(), kernels::describe(plan).c_str());
+                 format_shape(dst.shape()).c_str(), kernels::describe(*plan).c_str());
   }
-  kernels::run_permute(plan, src.data(), dst.data(), num_threads());
+  kernels::run_permute(*plan, src.data(), dst.data(), num_threads());
 }
 
 tensor run_allocating(space_depth_op op, const tensor_view& src, const space_depth_options& options) {

@@ -394,6 +394,52 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
 
 namespace {
 
+struct cached_plan {
+  axis_list axes;
+  std::size_t element_bytes = 0;
+  isa level = isa::scalar;
+  bool gather_forced = false;
+  std::shared_ptr<const permute_plan> plan;  ///< null: an empty slot
+};
+
+// A handful: a model's layers reuse a few shapes, and a miss only costs a plan.
+constexpr std::size_t plan_cache_slots = 8;
+
+bool same_axes(const axis_list& cached, std::span<const permute_axis> axes) {
+  return std::equal(cached.begin(), cached.end(), axes.begin(), axes.end(), [](const permute_axis& a, const permute_axis& b) {
+    return a.extent == b.extent && a.src_stride == b.src_stride && a.dst_stride == b.dst_stride;
+  });
+}
+
+}  // namespace
+
+std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes) {
+  // Per thread, so lookups take no lock; slots are replaced round-robin.
+  thread_local std::array<cached_plan, plan_cache_slots> cache;
+  thread_local std::size_t next_slot = 0;
+  const isa level = active_isa();
+  const bool forced = gather_forced.load(std::memory_order_relaxed);
+  if (axes.size() > max_permute_axes) return std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
+  for (const cached_plan& entry : cache) {
+    if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
+        same_axes(entry.axes, axes)) {
+      return entry.plan;
+    }
+  }
+  auto plan = std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
+  cached_plan& slot = cache[next_slot];
+  next_slot = (next_slot + 1) % plan_cache_slots;
+  slot.axes.clear();
+  for (const permute_axis& axis : axes) slot.axes.push_back(axis);
+  slot.element_bytes = element_bytes;
+  slot.level = level;
+  slot.gather_forced = forced;
+  slot.plan = plan;
+  return plan;
+}
+
+namespace {
+
 // Walks work items [begin, end) of `items_per_outer` items per position of the outer axes and
 // calls body(src_offset, dst_offset, item) with the byte offsets of that position; divisions
 // happen once per call, then an odometer advances.
