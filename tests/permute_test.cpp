@@ -150,13 +150,14 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
   set_num_threads(saved);
 }
 
-// Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16}, widths 1..8, lengths around the vector
-// sizes, padded source rows, on every ISA the host has; compared with the plain strided copy.
+// Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16, 32, 64}, widths 1..8, lengths around the
+// vector sizes, padded source rows, on every ISA the host has; compared with the plain strided copy.
 TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   std::mt19937_64 rng(99);
-  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16, 32, 64}) {
+    const bool wide = b > 16;
     for (std::int64_t width : {1, 2, 4, 8}) {
-      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, 40000}) {
+      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, wide ? 3000 : 40000}) {
         for (bool interleave : {true, false}) {
           const std::int64_t pad = 3 * width;  // distance between the b rows is not b * length
           std::vector<permute_axis> axes;
@@ -183,6 +184,9 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             if (plan.gather) {
               // Short runs of 2-4 ways: with VBMI a periodic gather beats the shuffle.
               EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);
+            } else if (wide && (cap < isa::avx512 || width == 8)) {
+              // 32 and 64 ways: AVX-512 only, and slower than the tile for 8-byte elements.
+              EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
             } else if (length >= 4 && cap == isa::scalar && !power_of_two) {
               // SSE2 has no general two-source permutes: the scalar level copies elements.
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
@@ -191,7 +195,7 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // Byte permutes: with VBMI one vpermt2b each (all but the power-of-two interleaves,
               // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
               // (vpshufb), so AVX-512 takes AVX2's.
-              if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two)) {
+              if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
                 EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);
               } else if (width == 1 && !power_of_two) {
                 EXPECT_NE(kernel_name(plan).find("_avx2"), std::string::npos) << describe(plan);
@@ -324,7 +328,7 @@ TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
 // strides on both sides, on every ISA the host has.
 TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
   std::mt19937_64 rng(7);
-  for (std::int64_t b : {2, 3, 4, 9, 16}) {
+  for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
       for (std::int64_t length : {4, 5, 8, 15, 16, 17, 20, 33}) {
         for (std::int64_t inner : {1, 2, 3, 5}) {
@@ -394,8 +398,12 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
 // and one that does not, padded near-side strides, every ISA, one and two threads.
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
-  for (std::int64_t b : {2, 3, 4, 9, 16}) {
+  for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
+      // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements; 64 ways take
+      // AVX-512 and elements of up to 4 bytes.
+      std::optional<isa> staged_from = (b & (b - 1)) == 0 ? isa::scalar : isa::avx2;
+      if (b > 16) staged_from = width <= 4 ? std::optional<isa>(isa::avx512) : std::nullopt;
       for (std::int64_t length : {2, 3, 4, 5, 7}) {
         for (std::int64_t inner : {2, 3, 300}) {
           for (std::int64_t outer : {1, 3}) {
@@ -418,8 +426,7 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                     axes, width, src_span, dst_span, rng,
                     " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
                         " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
-                    // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements.
-                    /*staged_from=*/(b & (b - 1)) == 0 ? isa::scalar : isa::avx2));
+                    staged_from));
               }
             }
           }

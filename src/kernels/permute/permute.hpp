@@ -64,9 +64,13 @@ struct shuffle_repeat {
   permute_axis inner;
 };
 
+/// The most ways a shuffle takes.
+inline constexpr std::int64_t max_shuffle_ways = 64;
+
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
-/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}; null otherwise.
+/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} (and 32, 64 from AVX-512 on) and width in
+/// {1, 2, 4, 8}; null otherwise.
 /// The run is repeated at every position of `repeat`.
 using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
                             const shuffle_repeat& repeat);
@@ -81,7 +85,7 @@ struct shuffle_tile {
   shuffle_fn fn = nullptr;
   bool interleave = true;
   isa level = isa::scalar;                          ///< the ISA the kernel was built for
-  detail::fixed_vector<std::int64_t, 16> offsets;  ///< bytes: source rows (interleave) or destination rows
+  detail::fixed_vector<std::int64_t, max_shuffle_ways> offsets;  ///< bytes: source rows (interleave) or destination rows
   permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
   shuffle_repeat repeat;              ///< outer axes each call walks too (extent 1 if none)
   /// Set for short runs whose rows continue across the repeat axes on the side the offsets
