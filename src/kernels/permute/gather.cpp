@@ -13,15 +13,8 @@ struct program_key {
   std::int64_t stream_src_stride = 0;
 
   bool operator==(const program_key& other) const {
-    if (width != other.width || stream_src_stride != other.stream_src_stride || inner.size() != other.inner.size()) {
-      return false;
-    }
-    for (std::size_t i = 0; i < inner.size(); ++i) {
-      const permute_axis& a = inner[i];
-      const permute_axis& b = other.inner[i];
-      if (a.extent != b.extent || a.src_stride != b.src_stride || a.dst_stride != b.dst_stride) return false;
-    }
-    return true;
+    return width == other.width && stream_src_stride == other.stream_src_stride &&
+           std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
 

@@ -57,7 +57,7 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
   // only, elements of 1-4 bytes. With 64 vectors in flight the network spills; it still runs
   // 1.1-3x faster than the element-by-element tile that is the alternative for 1-4 byte elements,
   // but 0.5-0.8x slower for 8-byte ones, and 0.2-0.6x slower than any 8- or 16-way shuffle.
-  const bool wide = ways > 16;
+  const bool wide = ways > max_register_ways;
   if (wide && width > 4) return {};
   if (width == 1 && active_isa() >= isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
     return {shuffle_kernel_avx512vbmi(width, ways, interleave), isa::avx512vbmi};
@@ -147,10 +147,10 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
           continue;
         }
         if (select_shuffle(plan.width, ways, interleave).fn == nullptr) continue;
-        // Up to 16 ways beats more; then the longest run wins: it decides how many whole vectors
+        // Ways that fit in registers beat more; then the longest run wins: it decides how many whole vectors
         // each call moves.
-        const bool narrow = ways <= 16;
-        const bool best_narrow = best && best->ways <= 16;
+        const bool narrow = ways <= max_register_ways;
+        const bool best_narrow = best && best->ways <= max_register_ways;
         if (!best || (narrow && !best_narrow) || (narrow == best_narrow && axes[i].extent > axes[best->run].extent)) {
           best = candidate{interleave, ways_axes, i, ways};
         }
@@ -417,12 +417,6 @@ struct cached_plan {
 // A handful: a model's layers reuse a few shapes, and a miss only costs a plan.
 constexpr std::size_t plan_cache_slots = 8;
 
-bool same_axes(const axis_list& cached, std::span<const permute_axis> axes) {
-  return std::equal(cached.begin(), cached.end(), axes.begin(), axes.end(), [](const permute_axis& a, const permute_axis& b) {
-    return a.extent == b.extent && a.src_stride == b.src_stride && a.dst_stride == b.dst_stride;
-  });
-}
-
 }  // namespace
 
 std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -434,7 +428,7 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   if (axes.size() > max_permute_axes) return std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
-        same_axes(entry.axes, axes)) {
+        std::equal(entry.axes.begin(), entry.axes.end(), axes.begin(), axes.end())) {
       return entry.plan;
     }
   }

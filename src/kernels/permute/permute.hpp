@@ -28,6 +28,8 @@ struct permute_axis {
   std::int64_t extent = 1;
   std::int64_t src_stride = 0;  ///< bytes
   std::int64_t dst_stride = 0;  ///< bytes
+
+  friend bool operator==(const permute_axis&, const permute_axis&) = default;
 };
 
 /// A planes x rows x cols block of elements; strides in bytes.
@@ -66,6 +68,8 @@ struct shuffle_repeat {
 
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
+/// Shuffles of up to this many ways keep their vectors in registers; wider ones (32, 64) spill.
+inline constexpr std::int64_t max_register_ways = 16;
 
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
