@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -28,6 +30,22 @@ void expect_each_part_once(int parts, int jobs, std::chrono::microseconds pause 
 
 TEST(ThreadPool, BackToBackJobsRunEveryPartOnce) {
   for (int parts : {2, 3, 4, 2, 1, 4}) expect_each_part_once(parts, 3000);
+}
+
+// Part counts that change from job to job while the workers still poll: a worker holding the
+// previous job's last ticket must not claim a part of the next one (it used to, when the next job
+// had more parts: that part ran twice and the job never finished). Runs on a helper thread, so
+// that a job that never finishes fails the test instead of hanging it.
+TEST(ThreadPool, JobsOfChangingPartCountsRunEveryPartOnce) {
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  std::thread([finished] {
+    for (int round = 0; round < 40000; ++round) {
+      for (int parts : {2, 3, 4, 5, 6, 3}) expect_each_part_once(parts, 1);
+    }
+    finished->set_value();
+  }).detach();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "a job never finished";
 }
 
 // Pauses longer than the workers spin: each job has to wake sleeping workers.

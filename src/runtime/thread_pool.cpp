@@ -58,6 +58,14 @@ bool spin_until(const Ready& ready) {
   }
 }
 
+constexpr int max_ticket_parts = 0xFFFF;
+constexpr std::uint64_t make_ticket(std::uint64_t generation, int parts, int index) {
+  return generation << 32 | static_cast<std::uint64_t>(parts) << 16 | static_cast<std::uint64_t>(index);
+}
+constexpr std::uint64_t generation_of(std::uint64_t ticket) { return ticket >> 32; }
+constexpr int parts_of(std::uint64_t ticket) { return static_cast<int>(ticket >> 16 & 0xFFFF); }
+constexpr int index_of(std::uint64_t ticket) { return static_cast<int>(ticket & 0xFFFF); }
+
 class pool {
  public:
   static pool& instance() {
@@ -74,24 +82,34 @@ class pool {
     for (auto& worker : workers_) worker.join();
   }
 
-  // Returns false when the pool is busy; the caller then runs the parts itself.
+  // Returns false when the pool is busy (or `parts` does not fit a ticket); the caller then runs
+  // the parts itself.
   bool try_run(int parts, const std::function<void(int)>& part) {
+    if (parts > max_ticket_parts) return false;
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     ensure_workers(parts - 1);
     job_ = &part;
     failure_ = nullptr;
-    parts_.store(parts);
     pending_.store(parts - 1);
     // Publishing the ticket starts the job: its generation tells workers which job a part
     // number belongs to, so a worker still finishing the previous job cannot claim this one's.
-    const std::uint64_t generation = (ticket_.load() >> 32) + 1;
-    ticket_.store(generation << 32 | 1U);
+    const std::uint64_t generation = generation_of(ticket_.load()) + 1;
+    ticket_.store(make_ticket(generation, parts, 1));
     if (sleepers_.load() > 0) {
       { std::lock_guard lock(mutex_); }  // a worker between its check and its wait sees the ticket
       wake_.notify_all();
     }
     run_one(0, part);
+    // Parts no worker has claimed yet run here too: a worker that went to sleep can take longer to
+    // wake (a futex wake and, in a VM, a halted vCPU's IPI: 50-200 us) than a small job takes.
+    for (std::uint64_t ticket = ticket_.load();;) {
+      if (generation_of(ticket) != generation || index_of(ticket) >= parts_of(ticket)) break;
+      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
+      run_one(index_of(ticket), part);
+      pending_.fetch_sub(1);
+      ticket = ticket_.load();
+    }
     if (!spin_until([&] { return pending_.load() == 0; })) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return pending_.load() == 0; });
@@ -116,7 +134,7 @@ class pool {
   // Called before the job's ticket is published: a new worker starts from the generation before
   // it, so it takes part in the job it was created for.
   void ensure_workers(int count) {
-    const std::uint64_t current = ticket_.load() >> 32;
+    const std::uint64_t current = generation_of(ticket_.load());
     while (static_cast<int>(workers_.size()) < count) {
       workers_.emplace_back([this, current] { worker_loop(current); });
     }
@@ -124,7 +142,7 @@ class pool {
 
   void worker_loop(std::uint64_t seen) {
     for (;;) {
-      auto new_job = [&] { return stopping_.load() || (ticket_.load() >> 32) != seen; };
+      auto new_job = [&] { return stopping_.load() || generation_of(ticket_.load()) != seen; };
       if (!spin_until(new_job)) {
         std::unique_lock lock(mutex_);
         sleepers_.fetch_add(1);
@@ -133,13 +151,12 @@ class pool {
       }
       if (stopping_.load()) return;
       std::uint64_t ticket = ticket_.load();
-      seen = ticket >> 32;
+      seen = generation_of(ticket);
       // Claim part numbers of this generation until none are left.
       for (;;) {
-        const auto index = static_cast<int>(ticket & 0xFFFFFFFFU);
-        if ((ticket >> 32) != seen || index >= parts_.load()) break;
+        if (generation_of(ticket) != seen || index_of(ticket) >= parts_of(ticket)) break;
         if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
-        run_one(index, *job_);
+        run_one(index_of(ticket), *job_);
         if (pending_.fetch_sub(1) == 1) {
           { std::lock_guard lock(mutex_); }  // the caller between its check and its wait sees it
           done_.notify_one();
@@ -156,9 +173,11 @@ class pool {
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   std::exception_ptr failure_;
-  // (generation << 32) | next part number to claim.
+  // generation << 32 | parts << 16 | next part number to claim. The part count lives in the same
+  // word as the number: a worker holding the previous job's last ticket once compared its number
+  // with the next job's count, published just before the next ticket, claimed a part of the next
+  // job through the old ticket, and that part ran twice (and the job never finished).
   std::atomic<std::uint64_t> ticket_{0};
-  std::atomic<int> parts_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
