@@ -130,8 +130,8 @@ timing measure(const space_depth_case& c, int threads, int repetitions) {
   set_num_threads(threads);
   const auto bytes = static_cast<std::size_t>(src.size_bytes());
   // memcpy split over the same thread pool the operators use, under the same rule: no threads
-  // below 256 KiB, where a hand-off costs more than it saves.
-  const int copy_threads = bytes < (256U << 10) ? 1 : threads;
+  // below 64 KiB, where a hand-off costs more than it saves.
+  const int copy_threads = bytes < (64U << 10) ? 1 : threads;
   auto copy = [&] {
     runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
       std::memcpy(dst.data() + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
