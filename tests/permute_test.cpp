@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -393,10 +394,73 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   }
 }
 
-// Short runs whose rows continue across the repeat axes go through the staging buffer: batches
-// of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
-// and one that does not, padded near-side strides, every ISA, one and two threads. Interleaves
-// stage runs of up to two vectors (about 100 bytes here), de-interleaves only runs under one.
+// The streaming run copy that outputs larger than the cache take: straight through the kernel,
+// every start within a cache line (partial first and last lines), planes, rows and columns.
+TEST(PermuteRun, StreamingRunCopiesMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(23);
+  for (std::int64_t width : {128, 129, 191, 200, 256, 1000, 4096}) {
+    const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
+    ASSERT_STREQ(kernel.name, "copy_runs_streaming_avx512") << width;
+    for (std::int64_t misalign : {0, 1, 17, 63}) {
+      const tile_shape shape{.planes = 2, .rows = 3, .cols = 5, .src_plane = 0, .src_row = 0, .src_col = width + 3,
+                             .dst_plane = 0, .dst_row = 0, .dst_col = width};
+      tile_shape t = shape;
+      t.src_row = t.cols * t.src_col + 11;
+      t.src_plane = t.rows * t.src_row + 5;
+      t.dst_row = t.cols * width + 7;
+      t.dst_plane = t.rows * t.dst_row + 64;
+      std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
+      for (auto& v : src) v = static_cast<std::byte>(rng());
+      // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
+      const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
+      std::vector<std::byte> expected(span + 64, std::byte{0x5A});
+      std::vector<std::byte> actual(span + 64, std::byte{0x5A});
+      auto line_start = [](std::vector<std::byte>& buffer) {
+        return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+      };
+      std::byte* expected_at = line_start(expected) + misalign;
+      for (std::int64_t p = 0; p < t.planes; ++p) {
+        for (std::int64_t r = 0; r < t.rows; ++r) {
+          for (std::int64_t c = 0; c < t.cols; ++c) {
+            std::memcpy(expected_at + p * t.dst_plane + r * t.dst_row + c * t.dst_col,
+                        src.data() + p * t.src_plane + r * t.src_row + c * t.src_col, static_cast<std::size_t>(width));
+          }
+        }
+      }
+      kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
+      const std::vector<std::byte> expected_span(line_start(expected), line_start(expected) + span);
+      const std::vector<std::byte> actual_span(line_start(actual), line_start(actual) + span);
+      ASSERT_EQ(actual_span, expected_span) << "width=" << width << " misalign=" << misalign;
+    }
+  }
+  // Shorter runs are mostly partial lines: they keep ordinary stores.
+  EXPECT_STRNE(run_tile_kernel_avx512(96, true).name, "copy_runs_streaming_avx512");
+  EXPECT_STRNE(run_tile_kernel_avx512(128, false).name, "copy_runs_streaming_avx512");
+}
+
+// Outputs of 12 MiB or more plan the streaming copy, smaller ones the ordinary one; the plan runs
+// on two threads (each fences its own streaming stores).
+TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  set_max_isa(isa::avx512);
+  // NHWC DCR space_to_depth, b = 2, C = 64 float32 (runs of 512 bytes): 16 MiB, then 1 MiB.
+  const auto large = packed_transpose({1, 128, 2, 128, 2, 64}, {0, 1, 3, 2, 4, 5}, 4);
+  const permute_plan plan = plan_permute(large, 4);
+  EXPECT_EQ(kernel_name(plan), "copy_runs_streaming_avx512") << describe(plan);
+  const permute_plan small = plan_permute(packed_transpose({1, 32, 2, 32, 2, 64}, {0, 1, 3, 2, 4, 5}, 4), 4);
+  EXPECT_EQ(kernel_name(small), "copy_runs_avx512") << describe(small);
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+  std::mt19937_64 rng(29);
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+  permute_naive(large, src.data(), expected.data(), 4);
+  std::vector<std::byte> actual(src.size(), std::byte{0x5A});
+  run_permute(plan, src.data(), actual.data(), 2);
+  EXPECT_TRUE(actual == expected);
+  set_max_isa(isa::avx512vbmi);
+}
+
 // The lowest ISA cap from which such a plan must stage (nullopt: none).
 std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t run_bytes, bool interleave) {
   if (!interleave && run_bytes >= 64) return std::nullopt;
@@ -406,6 +470,10 @@ std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t 
   return (b & (b - 1)) == 0 ? isa::scalar : isa::avx2;
 }
 
+// Short runs whose rows continue across the repeat axes go through the staging buffer: batches
+// of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
+// and one that does not, padded near-side strides, every ISA, one and two threads. Interleaves
+// stage runs of up to two vectors (about 100 bytes here), de-interleaves only runs under one.
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
   for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {

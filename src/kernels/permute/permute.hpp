@@ -56,8 +56,10 @@ struct tile_kernel {
 /// Returns the scalar tile kernel for elements of `width` bytes.
 tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// Vector tile kernels for runs of any width (the element is a contiguous run, not a number).
-tile_kernel run_tile_kernel_avx2(std::size_t width) noexcept;
-tile_kernel run_tile_kernel_avx512(std::size_t width) noexcept;
+/// `streaming`: the output is larger than the cache; the avx512 kernel then writes the whole
+/// cache lines of runs of 128 bytes or more with non-temporal stores.
+tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming) noexcept;
+tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
 
 /// The axes a shuffle call walks besides its run: every inner position at every outer one
 /// (extent 1: absent).
