@@ -217,6 +217,65 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   }
 }
 
+// The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
+// each kernel, destination rows on cache lines (streamed) and off them (ordinary stores), whole
+// vectors plus masked tails, two repeat positions; compared with the element-by-element copy.
+TEST(PermuteRun, StreamingShufflesMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(31);
+  auto round_up = [](std::int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  for (std::int64_t b : {2, 3, 4, 8, 16, 64}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      const std::int64_t lanes = 64 / width;
+      for (std::int64_t length : {lanes, lanes + 1, 3 * lanes + 5}) {
+        for (bool interleave : {true, false}) {
+          const shuffle_fn fn = shuffle_kernel_avx512(static_cast<std::size_t>(width), b, interleave);
+          if (fn == nullptr) continue;  // B = 3 for bytes: built from AVX2 and VBMI only
+          for (std::int64_t misalign : {0, 8}) {
+            // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
+            // ways of the run; the call repeats at two positions.
+            const std::int64_t run_bytes = length * width;
+            const std::int64_t row = round_up(run_bytes) + misalign;
+            const std::int64_t far_span = b * row;
+            const std::int64_t near_span = round_up(b * run_bytes) + misalign;
+            std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+            for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * row;
+            shuffle_repeat repeat;
+            repeat.inner = {2, interleave ? far_span : near_span, interleave ? near_span : far_span};
+            repeat.streaming = true;
+            const std::int64_t src_span = 2 * (interleave ? far_span : near_span);
+            const std::int64_t dst_span = 2 * (interleave ? near_span : far_span);
+            std::vector<std::byte> src(static_cast<std::size_t>(src_span));
+            for (auto& v : src) v = static_cast<std::byte>(rng());
+            // Line-aligned destinations: `misalign` alone decides whether rows start on lines.
+            std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
+            std::vector<std::byte> actual_storage(expected_storage);
+            auto line_start = [](std::vector<std::byte>& buffer) {
+              return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+            };
+            std::byte* expected = line_start(expected_storage);
+            for (std::int64_t i = 0; i < 2; ++i) {
+              for (std::int64_t r = 0; r < length; ++r) {
+                for (std::int64_t j = 0; j < b; ++j) {
+                  const std::int64_t near_at = i * near_span + (r * b + j) * width;
+                  const std::int64_t far_at = i * far_span + j * row + r * width;
+                  std::memcpy(expected + (interleave ? near_at : far_at), src.data() + (interleave ? far_at : near_at),
+                              static_cast<std::size_t>(width));
+                }
+              }
+            }
+            fn(src.data(), line_start(actual_storage), length, offsets.data(), repeat);
+            const std::vector<std::byte> want(expected, expected + dst_span);
+            const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
+            ASSERT_EQ(got, want) << "b=" << b << " w=" << width << " n=" << length << " interleave=" << interleave
+                                 << " misalign=" << misalign;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Every element of `axes` copied one at a time: the spec the kernels are checked against.
 void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
   std::vector<std::int64_t> index(axes.size(), 0);
@@ -439,8 +498,8 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
   EXPECT_STRNE(run_tile_kernel_avx512(128, false).name, "copy_runs_streaming_avx512");
 }
 
-// Outputs of 12 MiB or more plan the streaming copy, smaller ones the ordinary one; the plan runs
-// on two threads (each fences its own streaming stores).
+// Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
+// copy runs on two threads (each fences its own streaming stores).
 TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   set_max_isa(isa::avx512);
@@ -458,6 +517,13 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   std::vector<std::byte> actual(src.size(), std::byte{0x5A});
   run_permute(plan, src.data(), actual.data(), 2);
   EXPECT_TRUE(actual == expected);
+  // NCHW CRD depth_to_space, b = 2, float32: a 2-way interleave, streaming at 16 MiB only.
+  const permute_plan interleave = plan_permute(packed_transpose({1, 4, 2, 2, 512, 512}, {0, 1, 4, 2, 5, 3}, 4), 4);
+  ASSERT_TRUE(interleave.shuffle.has_value()) << describe(interleave);
+  EXPECT_TRUE(interleave.shuffle->repeat.streaming) << describe(interleave);
+  const permute_plan small_interleave = plan_permute(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4);
+  ASSERT_TRUE(small_interleave.shuffle.has_value()) << describe(small_interleave);
+  EXPECT_FALSE(small_interleave.shuffle->repeat.streaming) << describe(small_interleave);
   set_max_isa(isa::avx512vbmi);
 }
 

@@ -213,6 +213,15 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
       tile.repeat.outer = rest.back();
       rest.pop_back();
     }
+    // Outputs larger than the cache stream their whole output vectors, where the repeat axes keep
+    // the destination's line alignment from one run to the next, and the runs end on lines or the
+    // way count is a power of two: the 512 such cells of the 16 MiB grid gained 1.40x (median
+    // 0.73 -> 1.11 of memcpy); the 410 others lost 0.97x, their runs switching between streaming
+    // and ordinary stores as the alignment varied.
+    const bool on_lines = tile.repeat.inner.dst_stride % 64 == 0 && tile.repeat.outer.dst_stride % 64 == 0;
+    const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+    tile.repeat.streaming = plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes) && on_lines &&
+                            (run_bytes % 64 == 0 || (ways & (ways - 1)) == 0);
   }
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
@@ -713,7 +722,8 @@ std::string describe(const permute_plan& plan) {
             std::to_string(program.period_dst_bytes) + " steps/chunk " + steps;
   } else if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
-            std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "");
+            std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "") +
+            (plan.shuffle->repeat.streaming ? " streaming" : "");
   } else {
     text += "] ";
     if (plan.plane.extent > 1) text += "plane " + axis_text(plan.plane) + " ";

@@ -66,6 +66,9 @@ tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
 struct shuffle_repeat {
   permute_axis outer;
   permute_axis inner;
+  /// The output is larger than the cache: the avx512 kernels write whole output vectors of runs
+  /// whose destination rows start on cache lines with non-temporal stores.
+  bool streaming = false;
 };
 
 /// The most ways a shuffle takes.
