@@ -217,6 +217,12 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   }
 }
 
+// The first cache-line boundary in `buffer` (tests leave 64 bytes of slack for it), so that an
+// offset from it is the offset within a line.
+std::byte* line_start(std::vector<std::byte>& buffer) {
+  return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+}
+
 // The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
 // each kernel, destination rows on cache lines (streamed) and off them (ordinary stores), whole
 // vectors plus masked tails, two repeat positions; compared with the element-by-element copy.
@@ -250,9 +256,6 @@ TEST(PermuteRun, StreamingShufflesMatch) {
             // Line-aligned destinations: `misalign` alone decides whether rows start on lines.
             std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
             std::vector<std::byte> actual_storage(expected_storage);
-            auto line_start = [](std::vector<std::byte>& buffer) {
-              return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
-            };
             std::byte* expected = line_start(expected_storage);
             for (std::int64_t i = 0; i < 2; ++i) {
               for (std::int64_t r = 0; r < length; ++r) {
@@ -462,22 +465,18 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
     const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
     ASSERT_STREQ(kernel.name, "copy_runs_streaming_avx512") << width;
     for (std::int64_t misalign : {0, 1, 17, 63}) {
-      const tile_shape shape{.planes = 2, .rows = 3, .cols = 5, .src_plane = 0, .src_row = 0, .src_col = width + 3,
-                             .dst_plane = 0, .dst_row = 0, .dst_col = width};
-      tile_shape t = shape;
-      t.src_row = t.cols * t.src_col + 11;
-      t.src_plane = t.rows * t.src_row + 5;
-      t.dst_row = t.cols * width + 7;
-      t.dst_plane = t.rows * t.dst_row + 64;
+      // Padded source and destination strides at every level.
+      const std::int64_t src_row = 5 * (width + 3) + 11;
+      const std::int64_t dst_row = 5 * width + 7;
+      const tile_shape t{.planes = 2, .rows = 3, .cols = 5,
+                         .src_plane = 3 * src_row + 5, .src_row = src_row, .src_col = width + 3,
+                         .dst_plane = 3 * dst_row + 64, .dst_row = dst_row, .dst_col = width};
       std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
       for (auto& v : src) v = static_cast<std::byte>(rng());
       // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
       const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
       std::vector<std::byte> expected(span + 64, std::byte{0x5A});
       std::vector<std::byte> actual(span + 64, std::byte{0x5A});
-      auto line_start = [](std::vector<std::byte>& buffer) {
-        return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
-      };
       std::byte* expected_at = line_start(expected) + misalign;
       for (std::int64_t p = 0; p < t.planes; ++p) {
         for (std::int64_t r = 0; r < t.rows; ++r) {

@@ -103,13 +103,7 @@ class pool {
     run_one(0, part);
     // Parts no worker has claimed yet run here too: a worker that went to sleep can take longer to
     // wake (a futex wake and, in a VM, a halted vCPU's IPI: 50-200 us) than a small job takes.
-    for (std::uint64_t ticket = ticket_.load();;) {
-      if (generation_of(ticket) != generation || index_of(ticket) >= parts_of(ticket)) break;
-      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
-      run_one(index_of(ticket), part);
-      pending_.fetch_sub(1);
-      ticket = ticket_.load();
-    }
+    run_claimed_parts(generation);
     if (!spin_until([&] { return pending_.load() == 0; })) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return pending_.load() == 0; });
@@ -150,19 +144,23 @@ class pool {
         sleepers_.fetch_sub(1);
       }
       if (stopping_.load()) return;
-      std::uint64_t ticket = ticket_.load();
-      seen = generation_of(ticket);
-      // Claim part numbers of this generation until none are left.
-      for (;;) {
-        if (generation_of(ticket) != seen || index_of(ticket) >= parts_of(ticket)) break;
-        if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
-        run_one(index_of(ticket), *job_);
-        if (pending_.fetch_sub(1) == 1) {
-          { std::lock_guard lock(mutex_); }  // the caller between its check and its wait sees it
-          done_.notify_one();
-        }
-        ticket = ticket_.load();
+      seen = generation_of(ticket_.load());
+      run_claimed_parts(seen);
+    }
+  }
+
+  // Claims part numbers of job `generation` until none are left, running each; the caller and the
+  // workers both do this, so whoever is free takes the next part.
+  void run_claimed_parts(std::uint64_t generation) {
+    for (std::uint64_t ticket = ticket_.load();;) {
+      if (generation_of(ticket) != generation || index_of(ticket) >= parts_of(ticket)) return;
+      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
+      run_one(index_of(ticket), *job_);
+      if (pending_.fetch_sub(1) == 1) {
+        { std::lock_guard lock(mutex_); }  // the caller between its check and its wait sees it
+        done_.notify_one();
       }
+      ticket = ticket_.load();
     }
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -60,7 +61,7 @@ struct shuffle_choice {
 };
 
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave) {
-  const bool power_of_two = (ways & (ways - 1)) == 0;
+  const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
   // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
   // only, elements of 1-4 bytes. With 64 vectors in flight the network spills; it still runs
   // 1.1-3x faster than the element-by-element tile that is the alternative for 1-4 byte elements,
@@ -83,6 +84,12 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
     case isa::scalar: break;
   }
   return {shuffle_kernel_scalar(width, ways, interleave), level};
+}
+
+// Whether the plan's output is too large to stay in cache, so that its kernel should write it with
+// streaming stores (kernels/stream_store.hpp).
+bool output_streams(const permute_plan& plan) {
+  return plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes);
 }
 
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
@@ -220,8 +227,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
     // and ordinary stores as the alignment varied.
     const bool on_lines = tile.repeat.inner.dst_stride % 64 == 0 && tile.repeat.outer.dst_stride % 64 == 0;
     const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-    tile.repeat.streaming = plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes) && on_lines &&
-                            (run_bytes % 64 == 0 || (ways & (ways - 1)) == 0);
+    tile.repeat.streaming = output_streams(plan) && on_lines &&
+                            (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
   }
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
@@ -295,7 +302,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-    const bool power_of_two = (ways & (ways - 1)) == 0;
+    const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
     if (tile.segment_copy.copy == nullptr) {
       if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
       return steps <= 2 && (run_bytes < 16 || (run_bytes < 32 && ways <= 4));
@@ -419,7 +426,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   plan.outer = std::move(fused);
   // Outputs larger than the cache skip the read-for-ownership of every line they write: the 124
   // grid cells of 16 MiB that copy runs of 128 bytes or more, 1.43x (median 0.64 -> 0.88 of memcpy).
-  plan.kernel = tile_kernel_for_isa(plan.width, plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes));
+  plan.kernel = tile_kernel_for_isa(plan.width, output_streams(plan));
   prefer_gather(plan, normalized, plan.width);
   return plan;
 }
