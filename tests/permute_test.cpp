@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/permute/gather.hpp"
 #include "kernels/permute/permute.hpp"
 #include "regrid/runtime.hpp"
 
@@ -688,6 +689,41 @@ TEST_F(PermuteGather, RandomPermutationsMatchNaiveCopy) {
     ASSERT_EQ(actual, expected) << describe(plan) << " trial " << trial;
   }
   EXPECT_GT(gathers, 50);
+}
+
+// Outputs larger than the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
+// periods at every row's end, source ending right before an inaccessible page) still matches the
+// element loop on one and two threads, and the program's prefetch offsets reach every source line
+// any step loads, wherever the period's source starts within a line.
+TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
+  const auto axes = packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
+  const permute_plan plan = plan_permute(axes, 1);
+  ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
+  ASSERT_GE(plan.total_bytes, 12 * 1024 * 1024);
+  std::mt19937_64 rng(41);
+  guarded_source src(static_cast<std::size_t>(plan.total_bytes), rng);
+  std::vector<std::byte> expected(static_cast<std::size_t>(plan.total_bytes), std::byte{0x5A});
+  permute_naive(axes, src.data(), expected.data(), 1);
+  for (int threads : {1, 2}) {
+    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+    run_permute(plan, src.data(), actual.data(), threads);
+    ASSERT_TRUE(actual == expected) << describe(plan) << " threads=" << threads;
+  }
+  const gather_program& program = *plan.gather->program;
+  for (std::int64_t start = 0; start < 64; ++start) {
+    auto line = [start](std::int64_t offset) { return (start + offset) / 64; };
+    std::vector<std::int64_t> prefetched;
+    for (std::int64_t offset : program.prefetch_offsets) prefetched.push_back(line(offset));
+    for (const gather_step& step : program.steps) {
+      for (int bit = 0; bit < 64; ++bit) {
+        for (auto [window, loads] : {std::pair{step.window_a, step.load_a}, std::pair{step.window_b, step.load_b}}) {
+          if ((loads >> bit & 1) == 0) continue;
+          EXPECT_NE(std::find(prefetched.begin(), prefetched.end(), line(window + bit)), prefetched.end())
+              << "source byte " << window + bit << " of a period starting at byte " << start << " of a line";
+        }
+      }
+    }
+  }
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where

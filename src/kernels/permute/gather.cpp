@@ -89,6 +89,21 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
     }
     program->chunk_end.push_back(static_cast<std::uint32_t>(program->steps.size()));
   }
+  // The windows' union, as merged intervals; the period's source start is not line-aligned, so each
+  // interval takes a byte every 64 and its last byte.
+  std::vector<std::pair<std::int64_t, std::int64_t>> windows;
+  for (const gather_step& made : program->steps) {
+    windows.emplace_back(made.window_a, made.window_a + 64);
+    if (made.load_b != 0) windows.emplace_back(made.window_b, made.window_b + 64);
+  }
+  std::sort(windows.begin(), windows.end());
+  for (std::size_t i = 0; i < windows.size();) {
+    const std::int64_t start = windows[i].first;
+    std::int64_t end = windows[i].second;
+    for (++i; i < windows.size() && windows[i].first <= end; ++i) end = std::max(end, windows[i].second);
+    for (std::int64_t at = start; at < end; at += 64) program->prefetch_offsets.push_back(at);
+    program->prefetch_offsets.push_back(end - 1);
+  }
   return program;
 }
 

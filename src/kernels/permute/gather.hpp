@@ -40,6 +40,9 @@ struct gather_program {
   std::int64_t period_dst_bytes = 0;          ///< lcm(D, 64)
   std::int64_t period_src_bytes = 0;          ///< (period_dst_bytes / D) * S
   std::int64_t reach = 0;                     ///< the furthest byte past a period's source start any window reaches
+  /// One byte in every source cache line a period's windows cover, from the period's source start
+  /// (the union of the windows, every 64 bytes and its last byte).
+  std::vector<std::int64_t> prefetch_offsets;
 
   [[nodiscard]] double steps_per_chunk() const {
     return static_cast<double>(steps.size()) / static_cast<double>(chunk_end.size());

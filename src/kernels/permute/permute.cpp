@@ -607,6 +607,10 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > bytes_per_work_item;
+    // Each chunk of a strip is built at all of its periods in turn, an order the hardware
+    // prefetchers do not follow: outside the cache the 77 gather cells of 16 MiB ran 1.12x faster
+    // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
+    const bool prefetch = output_streams(plan);
     const std::int64_t row_periods = (row_bytes + period - 1) / period;
     const std::int64_t per_item = split_rows ? std::max<std::int64_t>(1, bytes_per_work_item / period)
                                              : std::clamp<std::int64_t>(bytes_per_work_item / row_bytes, 1, tile.rows.extent);
@@ -615,7 +619,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     split_items(outer_count * row_items * items_per_row, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, row_items * items_per_row, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-        gather_rows rows{1, tile.rows.src_stride, tile.rows.dst_stride, row_bytes};
+        gather_rows rows{1, tile.rows.src_stride, tile.rows.dst_stride, row_bytes, prefetch};
         if (split_rows) {
           const std::int64_t row = item / items_per_row;
           const std::int64_t first = (item % items_per_row) * per_item;

@@ -114,6 +114,8 @@ struct gather_rows {
   std::int64_t src_stride = 0;
   std::int64_t dst_stride = 0;
   std::int64_t bytes = 0;
+  /// The output is larger than the cache: each strip of rows prefetches the next one's lines.
+  bool prefetch = false;
 };
 /// Writes the rows from dst on, reading src; never reads at or past src_end.
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
