@@ -295,6 +295,10 @@ std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& 
 // 3- and 9-way shuffles of runs under 16 bytes (general permutes, up to 3 steps), and staged
 // shuffles whose calls move under 256 bytes (one input pixel of NHWC CRD, say), where the call and
 // staging overhead per few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells).
+// Since chunks are built in registers (each cell alone, old rule against new, same run), the
+// 8- and 16-way network shuffles of runs of 16-63 bytes lose to two-step gathers too (97 cells:
+// 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
+// bytes to three-step ones (2.1x over 23 cells).
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed)) return true;
   if (steps > 4 || row_bytes < min_gather_row_bytes) return false;
@@ -305,7 +309,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
     if (tile.segment_copy.copy == nullptr) {
       if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
-      return steps <= 2 && (run_bytes < 16 || (run_bytes < 32 && ways <= 4));
+      return steps <= 2 && run_bytes < 64;
     }
     const std::int64_t call_bytes = ways * run_bytes * tile.repeat.inner.extent * tile.repeat.outer.extent;
     if (call_bytes < 256) return true;
@@ -315,7 +319,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     if (!power_of_two) return run_bytes < 16;
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
   }
-  return steps <= 2 && plan.width < 16;
+  return steps <= 3 && plan.width < 16;
 }
 
 // Replaces the plan with a gather where gather_beats says so; `axes` are the normalized axes the
