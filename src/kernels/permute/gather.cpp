@@ -84,13 +84,11 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
       step.take |= std::uint64_t{1} << j;
     }
     flush();
-    for (const gather_step& made : program->steps) {
-      program->reach = std::max({program->reach, made.window_a + 64, made.load_b != 0 ? made.window_b + 64 : 0});
-    }
     program->chunk_end.push_back(static_cast<std::uint32_t>(program->steps.size()));
   }
-  // The windows' union, as merged intervals; the period's source start is not line-aligned, so each
-  // interval takes a byte every 64 and its last byte.
+  // The windows' union, as merged intervals: the last one ends at the program's reach. The period's
+  // source start is not line-aligned, so each interval takes a prefetch every 64 bytes and at its
+  // last byte.
   std::vector<std::pair<std::int64_t, std::int64_t>> windows;
   for (const gather_step& made : program->steps) {
     windows.emplace_back(made.window_a, made.window_a + 64);
@@ -101,6 +99,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
     const std::int64_t start = windows[i].first;
     std::int64_t end = windows[i].second;
     for (++i; i < windows.size() && windows[i].first <= end; ++i) end = std::max(end, windows[i].second);
+    program->reach = std::max(program->reach, end);
     for (std::int64_t at = start; at < end; at += 64) program->prefetch_offsets.push_back(at);
     program->prefetch_offsets.push_back(end - 1);
   }
