@@ -613,17 +613,33 @@ class PermuteGather : public testing::Test {
     set_max_isa(isa::avx512vbmi);
   }
   void TearDown() override {
-    force_gather_for_testing(false);
+    force_gather_for_testing(gather_forcing::off);
     set_max_isa(isa::avx512vbmi);
   }
 };
+
+// The plan against the element loop: source ending right before an inaccessible page,
+// destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads.
+void expect_gather_matches(const permute_plan& plan, const std::vector<permute_axis>& axes, std::int64_t width,
+                           std::int64_t bytes, std::mt19937_64& rng) {
+  guarded_source src(static_cast<std::size_t>(bytes), rng);
+  for (std::int64_t misalign : {0, 1, 7}) {
+    std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
+    permute_naive(axes, src.data(), expected.data() + misalign, width);
+    for (int threads : {1, 2}) {
+      std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+      run_permute(plan, src.data(), actual.data() + misalign, threads);
+      ASSERT_EQ(actual, expected) << describe(plan) << " misalign=" << misalign << " threads=" << threads;
+    }
+  }
+}
 
 // Periodic gathers, planned wherever one exists: NHWC CRD space_to_depth / depth_to_space for
 // channel counts whose blocks do not divide 64 bytes (partial periods at every row's end), every
 // element width, source ending right before an inaccessible page, destination misaligned and
 // guarded, one and two threads; against the element loop.
 TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
-  force_gather_for_testing(true);
+  force_gather_for_testing(gather_forcing::any);
   std::mt19937_64 rng(5);
   int gathers = 0;
   for (const bool to_space : {true, false}) {
@@ -639,18 +655,8 @@ TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             if (!plan.gather) continue;  // no destination block continued by a stream axis
             ++gathers;
-            guarded_source src(static_cast<std::size_t>(bytes), rng);
-            for (std::int64_t misalign : {0, 1, 7}) {
-              std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
-              permute_naive(axes, src.data(), expected.data() + misalign, width);
-              for (int threads : {1, 2}) {
-                std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-                run_permute(plan, src.data(), actual.data() + misalign, threads);
-                ASSERT_EQ(actual, expected) << describe(plan) << (to_space ? " d2s" : " s2d") << " b=" << b
-                                            << " C=" << channels << " width=" << width << " W=" << w
-                                            << " misalign=" << misalign << " threads=" << threads;
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, bytes, rng))
+                << (to_space ? "d2s" : "s2d") << " b=" << b << " C=" << channels << " width=" << width << " W=" << w;
           }
         }
       }
@@ -659,57 +665,46 @@ TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
   EXPECT_GT(gathers, 300);
 }
 
-// Random permutations of random shapes, gathered wherever possible (the other random test plans
-// them as the rules choose).
+// Random permutations of random shapes, gathered wherever possible, periodic programs first and
+// then single-block ones only (the other random test plans them as the rules choose).
 TEST_F(PermuteGather, RandomPermutationsMatchNaiveCopy) {
-  force_gather_for_testing(true);
-  std::mt19937_64 rng(77);
-  int gathers = 0;
-  for (int trial = 0; trial < 400; ++trial) {
-    const auto rank = static_cast<std::size_t>(2 + rng() % 4);
-    std::vector<std::int64_t> shape(rank);
-    std::int64_t count = 1;
-    for (auto& extent : shape) {
-      extent = static_cast<std::int64_t>(1 + rng() % 9);
-      count *= extent;
+  for (const gather_forcing forcing : {gather_forcing::any, gather_forcing::single_block}) {
+    force_gather_for_testing(forcing);
+    std::mt19937_64 rng(77);
+    int gathers = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+      const auto rank = static_cast<std::size_t>(2 + rng() % 4);
+      std::vector<std::int64_t> shape(rank);
+      std::int64_t count = 1;
+      for (auto& extent : shape) {
+        extent = static_cast<std::int64_t>(1 + rng() % 9);
+        count *= extent;
+      }
+      std::vector<int> perm(rank);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const std::int64_t width = std::int64_t{1} << (rng() % 4);
+      const auto axes = packed_transpose(shape, perm, width);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+      if (!plan.gather) continue;
+      ++gathers;
+      if (forcing == gather_forcing::single_block) {
+        ASSERT_TRUE(plan.gather->program->single_block) << describe(plan);
+      }
+      guarded_source src(static_cast<std::size_t>(count * width), rng);
+      std::vector<std::byte> expected(static_cast<std::size_t>(count * width + 64), std::byte{0x5A});
+      permute_naive(axes, src.data(), expected.data(), width);
+      std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+      run_permute(plan, src.data(), actual.data(), 1);
+      ASSERT_EQ(actual, expected) << describe(plan) << " trial " << trial;
     }
-    std::vector<int> perm(rank);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    const std::int64_t width = std::int64_t{1} << (rng() % 4);
-    const auto axes = packed_transpose(shape, perm, width);
-    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-    if (!plan.gather) continue;
-    ++gathers;
-    guarded_source src(static_cast<std::size_t>(count * width), rng);
-    std::vector<std::byte> expected(static_cast<std::size_t>(count * width + 64), std::byte{0x5A});
-    permute_naive(axes, src.data(), expected.data(), width);
-    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-    run_permute(plan, src.data(), actual.data(), 1);
-    ASSERT_EQ(actual, expected) << describe(plan) << " trial " << trial;
+    EXPECT_GT(gathers, 50);
   }
-  EXPECT_GT(gathers, 50);
 }
 
-// Outputs larger than the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
-// periods at every row's end, source ending right before an inaccessible page) still matches the
-// element loop on one and two threads, and the program's prefetch offsets reach every source line
-// any step loads, wherever the period's source starts within a line.
-TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
-  const auto axes = packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
-  const permute_plan plan = plan_permute(axes, 1);
-  ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
-  ASSERT_GE(plan.total_bytes, 12 * 1024 * 1024);
-  std::mt19937_64 rng(41);
-  guarded_source src(static_cast<std::size_t>(plan.total_bytes), rng);
-  std::vector<std::byte> expected(static_cast<std::size_t>(plan.total_bytes), std::byte{0x5A});
-  permute_naive(axes, src.data(), expected.data(), 1);
-  for (int threads : {1, 2}) {
-    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-    run_permute(plan, src.data(), actual.data(), threads);
-    ASSERT_TRUE(actual == expected) << describe(plan) << " threads=" << threads;
-  }
-  const gather_program& program = *plan.gather->program;
+// Every source line any step of `program` loads has a prefetch offset on it, wherever the period's
+// source starts within a line.
+void expect_prefetches_cover_loads(const gather_program& program) {
   for (std::int64_t start = 0; start < 64; ++start) {
     auto line = [start](std::int64_t offset) { return (start + offset) / 64; };
     std::vector<std::int64_t> prefetched;
@@ -724,6 +719,93 @@ TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
       }
     }
   }
+}
+
+// A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one
+// and two threads, its source ending right before an inaccessible page.
+void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int64_t width, std::uint64_t seed) {
+  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+  ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
+  ASSERT_GE(plan.total_bytes, 12 * 1024 * 1024);
+  std::mt19937_64 rng(seed);
+  guarded_source src(static_cast<std::size_t>(plan.total_bytes), rng);
+  std::vector<std::byte> expected(static_cast<std::size_t>(plan.total_bytes), std::byte{0x5A});
+  permute_naive(axes, src.data(), expected.data(), width);
+  for (int threads : {1, 2}) {
+    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+    run_permute(plan, src.data(), actual.data(), threads);
+    ASSERT_TRUE(actual == expected) << describe(plan) << " threads=" << threads;
+  }
+  expect_prefetches_cover_loads(*plan.gather->program);
+}
+
+// Outputs larger than the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
+// periods at every row's end) still matches the element loop, and the program's prefetch offsets
+// reach every source line any step loads.
+TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
+  expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1, 41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
+}
+
+// Single-block gathers, where no stream continues a destination block within a period of 2 KiB:
+// depth_to_space of 3-byte pixels into rows of 1023 bytes (NHWC b3 C1), and tiny 3-D tensors
+// whose channels are whole blocks (channels-first CRD b3, 3 x 3 x 3 and 5 x 5 x 5 per channel,
+// and b2, 5 x 5 x 5): every element width, destination misaligned and guarded, source ending
+// right before an inaccessible page, one and two threads, against the element loop. Forced, and
+// chosen by the rules for the 1023-byte rows; a 12.6 MB case also prefetches.
+TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
+  struct shape_case {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+  };
+  const std::vector<shape_case> cases = {
+      {{4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}},                // d2s NHWC b3 C1: [4, 341, 9] -> [12, 1023, 1]
+      {{5, 45, 3, 3, 1}, {0, 2, 1, 3, 4}},                 // [5, 45, 9] -> [15, 135, 1]
+      {{64, 3, 3, 3, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}},     // d2s CF-K3 CRD b3: [1728, 3, 3, 3] -> [64, 9, 9, 9]
+      {{7, 3, 3, 3, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},      // [189, 5, 5, 5] -> [7, 15, 15, 15]
+      {{64, 2, 2, 2, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},     // d2s CF-K3 CRD b2: [512, 5, 5, 5] -> [64, 10, 10, 10]
+  };
+  std::mt19937_64 rng(13);
+  std::array<int, 2> gathers{};  // forced, by the rules
+  for (const gather_forcing forcing : {gather_forcing::single_block, gather_forcing::off}) {
+    force_gather_for_testing(forcing);
+    for (const shape_case& test : cases) {
+      for (const bool to_space : {true, false}) {
+        for (std::int64_t width : {1, 2, 4, 8}) {
+          auto axes = packed_transpose(test.shape, test.perm, width);
+          if (!to_space) {
+            // space_to_depth: the inverse permutation, over the depth_to_space output's shape.
+            std::vector<std::int64_t> out_shape(test.perm.size());
+            std::vector<int> inverse(test.perm.size());
+            for (std::size_t k = 0; k < test.perm.size(); ++k) {
+              out_shape[k] = test.shape[static_cast<std::size_t>(test.perm[k])];
+              inverse[static_cast<std::size_t>(test.perm[k])] = static_cast<int>(k);
+            }
+            axes = packed_transpose(out_shape, inverse, width);
+          }
+          const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+          if (forcing == gather_forcing::off) {
+            // The rules: 3-byte pixels into 1023-byte rows become a single-block gather.
+            if (width == 1 && to_space && test.shape[1] == 341) {
+              EXPECT_TRUE(plan.gather && plan.gather->program->single_block) << describe(plan);
+            }
+          }
+          if (!plan.gather) continue;  // no block of 2 KiB or less
+          if (forcing == gather_forcing::off && !plan.gather->program->single_block) continue;
+          ASSERT_TRUE(plan.gather->program->single_block) << describe(plan);
+          ++gathers[forcing == gather_forcing::off ? 1 : 0];
+          std::int64_t bytes = width;
+          for (std::int64_t extent : test.shape) bytes *= extent;
+          ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, bytes, rng))
+              << (to_space ? "d2s" : "s2d") << " width=" << width;
+        }
+      }
+    }
+  }
+  EXPECT_GE(gathers[0], 35);
+  EXPECT_GE(gathers[1], 8);
+  force_gather_for_testing(gather_forcing::off);
+  expect_large_gather_matches(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1, 43);  // d2s [4110, 341, 9] -> [12330, 1023, 1]
+  EXPECT_TRUE(plan_permute(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1).gather->program->single_block);
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where

@@ -11,9 +11,10 @@ struct program_key {
   detail::fixed_vector<permute_axis, max_permute_axes> inner;
   std::size_t width = 0;
   std::int64_t stream_src_stride = 0;
+  bool single_block = false;
 
   bool operator==(const program_key& other) const {
-    return width == other.width && stream_src_stride == other.stream_src_stride &&
+    return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -39,26 +40,31 @@ std::vector<std::int64_t> block_map(std::span<const permute_axis> inner, std::si
   return map;
 }
 
+// single_block: the program covers one block, rounded up to whole chunks (see
+// gather_block_program_for); else one period of blocks continued at stream_src_stride.
 std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
-                                            std::int64_t stream_src_stride) {
+                                            std::int64_t stream_src_stride, bool single_block) {
   std::int64_t block = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : inner) block *= axis.extent;
-  const std::int64_t period = std::lcm(block, std::int64_t{64});
+  const std::int64_t period = single_block ? (block + 63) / 64 * 64 : std::lcm(block, std::int64_t{64});
   if (period > max_gather_period_bytes) return nullptr;
   const std::vector<std::int64_t> map = block_map(inner, width, block);
 
   auto program = std::make_shared<gather_program>();
   program->period_dst_bytes = period;
+  program->single_block = single_block;
   program->period_src_bytes = (period / block) * stream_src_stride;
   std::array<std::int64_t, 64> offsets{};
   std::array<int, 64> order{};
   for (std::int64_t chunk = 0; chunk < period / 64; ++chunk) {
-    for (int j = 0; j < 64; ++j) {
+    // A single block's last chunk has bytes past the block: no step supplies them.
+    const int bytes = static_cast<int>(std::min<std::int64_t>(64, (single_block ? block : period) - chunk * 64));
+    for (int j = 0; j < bytes; ++j) {
       const std::int64_t p = chunk * 64 + j;
       offsets[static_cast<std::size_t>(j)] = (p / block) * stream_src_stride + map[static_cast<std::size_t>(p % block)];
     }
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+    std::iota(order.begin(), order.begin() + bytes, 0);
+    std::sort(order.begin(), order.begin() + bytes, [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
     // Greedy windows over the sorted offsets (the fewest 64-byte windows covering them), taken in
     // pairs: one two-source permute per pair.
     gather_step step;
@@ -69,7 +75,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
       step = gather_step{};
       windows_in_step = 0;
     };
-    for (int j : order) {
+    for (int j : std::span(order).first(static_cast<std::size_t>(bytes))) {
       const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
       if (windows_in_step == 0 || offset - window_start >= 64) {
         if (windows_in_step == 2) flush();
@@ -108,8 +114,10 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
 
 }  // namespace
 
-std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                         std::int64_t stream_src_stride) {
+namespace {
+
+std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
+                                                     std::int64_t stream_src_stride, bool single_block) {
   // A few programs suffice: a process usually repeats a handful of shapes.
   constexpr std::size_t capacity = 16;
   static std::mutex mutex;
@@ -118,6 +126,7 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
   for (const permute_axis& axis : inner) key.inner.push_back(axis);
   key.width = width;
   key.stream_src_stride = stream_src_stride;
+  key.single_block = single_block;
   {
     const std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < cache.size(); ++i) {
@@ -128,11 +137,22 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
       }
     }
   }
-  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride);
+  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride, single_block);
   const std::lock_guard lock(mutex);
   if (cache.size() == capacity) cache.pop_back();
   cache.insert(cache.begin(), {std::move(key), program});
   return program;
+}
+
+}  // namespace
+
+std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
+                                                         std::int64_t stream_src_stride) {
+  return cached_program(inner, width, stream_src_stride, false);
+}
+
+std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width) {
+  return cached_program(inner, width, 0, true);
 }
 
 }  // namespace regrid::kernels

@@ -39,6 +39,7 @@ struct gather_program {
   std::vector<std::uint32_t> chunk_end;       ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
   std::int64_t period_dst_bytes = 0;          ///< lcm(D, 64)
   std::int64_t period_src_bytes = 0;          ///< (period_dst_bytes / D) * S
+  bool single_block = false;                  ///< from gather_block_program_for
   std::int64_t reach = 0;                     ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
@@ -56,6 +57,13 @@ struct gather_program {
 inline constexpr std::int64_t max_gather_period_bytes = 2048;
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride);
+
+/// The program for one block of `inner` axes, when no stream continues it within that period (a
+/// row of 1023 bytes, a channel of 9 x 9 x 9): its period is the block rounded up to whole chunks,
+/// and the bytes past the block have no step. Run as rows of block_bytes each, every chunk goes
+/// through the kernel's row-end path (a byte-masked store), and the blocks' rows may lie anywhere.
+/// Null if the rounded block exceeds max_gather_period_bytes.
+std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width);
 
 /// The gather_fn of the avx512vbmi level.
 void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,

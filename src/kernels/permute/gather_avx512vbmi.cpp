@@ -136,7 +136,12 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) 
     if (walk.tail) {
       const std::byte* base = from + walk.end_period * walk.period_src;
       const __m512i value = walk.clip ? chunk.template build<true>(base, walk.src_end) : chunk.template build<false>(base, walk.src_end);
-      _mm512_mask_storeu_epi8(to + walk.end_period * walk.period_dst, walk.tail_written, value);
+      std::byte* at = to + walk.end_period * walk.period_dst;
+      if (walk.tail_written == ~std::uint64_t{0}) {
+        _mm512_storeu_si512(at, value);
+      } else {
+        _mm512_mask_storeu_epi8(at, walk.tail_written, value);
+      }
     }
   }
 }
@@ -150,8 +155,10 @@ void prefetch_strip(const gather_program& program, const gather_rows& rows, cons
   const std::int64_t source_left = src_end - part.src;
   const auto source_start = reinterpret_cast<std::uintptr_t>(part.src);
   const auto destination_start = reinterpret_cast<std::uintptr_t>(part.dst);
+  // A single-block program's rows are nothing but the part-period ending each row.
+  const std::int64_t end_period = part.end_period + (program.single_block && part.tail_bytes > 0 ? 1 : 0);
   for (std::int64_t r = 0; r < part.rows; ++r) {
-    for (std::int64_t p = part.first_period; p < part.end_period; ++p) {
+    for (std::int64_t p = part.first_period; p < end_period; ++p) {
       const std::int64_t source = r * rows.src_stride + p * program.period_src_bytes + ahead;
       if (source_left - source < program.reach) return;
       for (std::int64_t offset : program.prefetch_offsets) {

@@ -237,7 +237,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
   return true;
 }
 
-std::atomic<bool> gather_forced{false};
+std::atomic<gather_forcing> gather_forced{gather_forcing::off};
 // The shortest gather row (stream extent x block bytes) gather_beats accepts.
 constexpr std::int64_t min_gather_row_bytes = 256;
 
@@ -253,35 +253,68 @@ double gather_cost(const gather_program& program, std::int64_t row_bytes) {
   return cycles / static_cast<double>(row_bytes);
 }
 
-// The cheapest periodic gather (gather.hpp, by gather_cost) among the normalized axes (outermost
-// first): the innermost m axes form a dense destination block, the next one continues it. Returns
-// the tile and m.
-std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& axes, std::size_t width) {
-  if (axes.size() < 2) return std::nullopt;
+// Estimated cycles per output byte of a single-block gather (gather_block_program_for): every
+// chunk goes through the row-end path (a byte-masked store), the last one part-filled; rows are
+// walked inside the kernel, a few cycles each.
+double block_gather_cost(const gather_program& program, std::int64_t block_bytes) {
+  const double steps = program.steps_per_chunk();
+  const auto chunks = static_cast<double>(program.chunk_end.size());
+  return (chunks * (2.0 + 2.0 * steps) + 8.0) / static_cast<double>(block_bytes);
+}
+
+struct found_gather {
+  gather_tile tile;
+  std::size_t axes_taken = 0;  ///< innermost axes the tile's program and stream cover
+};
+
+struct gather_candidates {
+  std::optional<found_gather> periodic;      ///< the cheapest periodic program
+  std::optional<found_gather> single_block;  ///< the cheapest single-block one
+};
+
+// The cheapest gathers (gather.hpp, by gather_cost) among the normalized axes (outermost first):
+// the innermost m axes form a dense destination block, and either the next one continues it (a
+// periodic program) or the block is gathered on its own, as rows of one block (where the period,
+// lcm(D, 64), would be too long or nothing continues the block).
+gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
+  gather_candidates found;
+  if (axes.empty()) return found;
   std::int64_t source_span = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : axes) {
     // Windows are placed from each row's first byte on, so strides must not run backwards.
-    if (axis.src_stride < 0 || axis.dst_stride < 0) return std::nullopt;
+    if (axis.src_stride < 0 || axis.dst_stride < 0) return found;
     source_span += (axis.extent - 1) * axis.src_stride;
   }
   const std::size_t n = axes.size();
   std::int64_t block = static_cast<std::int64_t>(width);
-  std::optional<std::pair<gather_tile, std::size_t>> best;
-  double best_cost = 0;
-  for (std::size_t m = 1; m < n; ++m) {
+  double periodic_cost = 0;
+  double single_block_cost = 0;
+  const bool only_blocks = gather_forced.load(std::memory_order_relaxed) == gather_forcing::single_block;
+  auto consider = [&](std::optional<found_gather>& kept, double& kept_cost, std::shared_ptr<const gather_program> program,
+                      double cost, const permute_axis& stream, std::size_t taken) {
+    if (kept && cost >= kept_cost) return;
+    kept.emplace(found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), stream, {}, block, source_span}, taken});
+    kept_cost = cost;
+  };
+  for (std::size_t m = 1; m <= n; ++m) {
     const permute_axis& newest = axes[n - m];
     if (newest.dst_stride != block) break;
     block *= newest.extent;
-    const permute_axis& stream = axes[n - m - 1];
-    if (stream.dst_stride != block || std::lcm(block, std::int64_t{64}) > max_gather_period_bytes) break;
-    auto program = gather_program_for(std::span(axes).subspan(n - m, m), width, stream.src_stride);
-    if (!program) break;
-    const double cost = gather_cost(*program, stream.extent * block);
-    if (best && cost >= best_cost) continue;
-    best.emplace(gather_tile{gather_rows_avx512vbmi, std::move(program), stream, {}, block, source_span}, m);
-    best_cost = cost;
+    if (block > max_gather_period_bytes) break;
+    const std::span<const permute_axis> inner = std::span(axes).subspan(n - m, m);
+    const bool continued = m < n && axes[n - m - 1].dst_stride == block;
+    if (continued && std::lcm(block, std::int64_t{64}) <= max_gather_period_bytes && !only_blocks) {
+      const permute_axis& stream = axes[n - m - 1];
+      if (auto program = gather_program_for(inner, width, stream.src_stride)) {
+        const double cost = gather_cost(*program, stream.extent * block);
+        consider(found.periodic, periodic_cost, std::move(program), cost, stream, m + 1);
+      }
+    } else if (auto program = gather_block_program_for(inner, width)) {
+      const double cost = block_gather_cost(*program, block);
+      consider(found.single_block, single_block_cost, std::move(program), cost, permute_axis{1, 0, block}, m);
+    }
   }
-  return best;
+  return found;
 }
 
 // Whether a gather taking `steps` permute steps per output chunk beats the plan the other kernels
@@ -300,7 +333,7 @@ std::optional<std::pair<gather_tile, std::size_t>> find_gather(const axis_list& 
 // 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
 // bytes to three-step ones (2.1x over 23 cells).
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
-  if (gather_forced.load(std::memory_order_relaxed)) return true;
+  if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (steps > 4 || row_bytes < min_gather_row_bytes) return false;
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
@@ -322,20 +355,48 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
   return steps <= 3 && plan.width < 16;
 }
 
-// Replaces the plan with a gather where gather_beats says so; `axes` are the normalized axes the
-// plan was made from (none without VBMI: find_gather needs it).
+// Whether a single-block gather of `block_bytes` blocks taking `steps` permute steps per chunk
+// beats the plan, where no periodic gather does. Measured on the 141 grid cells that have one at
+// up to 4 steps (1 thread, 64 KiB to 16 MiB, each cell alone, the old plan and the gather
+// alternating): it wins wherever the plan moves runs under 8 bytes (the 3- and 6-byte pixels of
+// b = 3 depth_to_space, the 2-5 byte runs of tiny 3-D tensors: 1.1-9.8x at up to 4 steps), for
+// 8-15 byte elements at up to 2 steps (1.4-2.8x, but 0.71x for one 16 MiB cell), and over the
+// 9-way shuffles of NHWC CRD b = 3 (1.5-1.7x); it loses to staged shuffles of longer runs
+// (0.4-0.9x) and to 12-byte elements at 3 steps (0.7-0.8x at 16 MiB). Blocks of under a chunk
+// were not measured.
+bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes) {
+  if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
+  if (steps > 4 || block_bytes < 64) return false;
+  if (plan.shuffle) {
+    const shuffle_tile& tile = *plan.shuffle;
+    const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
+    const bool power_of_two = std::has_single_bit(tile.offsets.size());
+    return run_bytes < 8 || (tile.segment_copy.copy == nullptr && !power_of_two && run_bytes < 64 && steps <= 3);
+  }
+  return plan.width < 8 || (plan.width < 16 && steps <= 2);
+}
+
+// Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
+// where block_gather_beats does; `normalized` are the axes the plan was made from (none without
+// VBMI: gathers need it).
 void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalized, std::size_t width) {
   // No gather would win: skip building programs.
-  if (!normalized || !gather_beats(plan, 0.0, min_gather_row_bytes)) return;
+  if (!normalized || (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, 64))) return;
   const axis_list& axes = *normalized;
-  std::optional<std::pair<gather_tile, std::size_t>> found = find_gather(axes, width);
-  if (!found || !gather_beats(plan, found->first.program->steps_per_chunk(),
-                              found->first.stream.extent * found->first.block_bytes)) {
+  gather_candidates candidates = find_gathers(axes, width);
+  std::optional<found_gather> found;
+  if (candidates.periodic && gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
+                                          candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
+    found = std::move(candidates.periodic);
+  } else if (candidates.single_block && block_gather_beats(plan, candidates.single_block->tile.program->steps_per_chunk(),
+                                                             candidates.single_block->tile.block_bytes)) {
+    found = std::move(candidates.single_block);
+  } else {
     return;
   }
-  auto& [tile, inner] = *found;
+  gather_tile& tile = found->tile;
   axis_list outer = axes;
-  while (outer.size() > axes.size() - inner - 1) outer.pop_back();
+  while (outer.size() > axes.size() - found->axes_taken) outer.pop_back();
   if (!outer.empty()) {
     tile.rows = outer.back();
     outer.pop_back();
@@ -359,7 +420,7 @@ std::int64_t concurrent_streams(const permute_axis& inner, std::int64_t width) {
 
 }  // namespace
 
-void force_gather_for_testing(bool forced) noexcept { gather_forced.store(forced, std::memory_order_relaxed); }
+void force_gather_for_testing(gather_forcing forcing) noexcept { gather_forced.store(forcing, std::memory_order_relaxed); }
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan;
@@ -441,7 +502,7 @@ struct cached_plan {
   axis_list axes;
   std::size_t element_bytes = 0;
   isa level = isa::scalar;
-  bool gather_forced = false;
+  gather_forcing gather_forced = gather_forcing::off;
   std::shared_ptr<const permute_plan> plan;  ///< null: an empty slot
 };
 
@@ -455,7 +516,7 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   thread_local std::array<cached_plan, plan_cache_slots> cache;
   thread_local std::size_t next_slot = 0;
   const isa level = active_isa();
-  const bool forced = gather_forced.load(std::memory_order_relaxed);
+  const gather_forcing forced = gather_forced.load(std::memory_order_relaxed);
   if (axes.size() > max_permute_axes) return std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
@@ -734,7 +795,7 @@ std::string describe(const permute_plan& plan) {
     char steps[32];
     std::snprintf(steps, sizeof steps, "%.2f", program.steps_per_chunk());
     text += "] rows " + axis_text(plan.gather->rows) + " stream " + axis_text(plan.gather->stream) + " block " + std::to_string(plan.gather->block_bytes) + " period " +
-            std::to_string(program.period_dst_bytes) + " steps/chunk " + steps;
+            std::to_string(program.period_dst_bytes) + (program.single_block ? " single-block" : "") + " steps/chunk " + steps;
   } else if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
             std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "") +

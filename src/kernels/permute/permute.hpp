@@ -126,6 +126,7 @@ struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
   permute_axis stream;              ///< the axis continuing the destination blocks: dst stride = block_bytes
+                                    ///< (extent 1 for a single-block program: rows of one block)
   permute_axis rows;                ///< the next axis out, walked inside a call (extent 1 if none)
   std::int64_t block_bytes = 0;     ///< D: the destination block the inner axes form
   std::int64_t source_span = 0;     ///< bytes from the source's first byte past its last
@@ -151,8 +152,10 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
 /// (0.3-1 us, more where it builds a gather) is as long as copying 64 KiB.
 std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes);
 
-/// Tests: plan a gather wherever one exists on this CPU, not only where it is the faster kernel.
-void force_gather_for_testing(bool forced) noexcept;
+/// Tests: plan a gather wherever one exists on this CPU, not only where it is the faster kernel;
+/// single_block: only single-block ones (gather_block_program_for), even where a periodic one exists.
+enum class gather_forcing : std::uint8_t { off, any, single_block };
+void force_gather_for_testing(gather_forcing forcing) noexcept;
 
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
