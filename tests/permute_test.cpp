@@ -529,7 +529,9 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
 
 // The lowest ISA cap from which such a plan must stage (nullopt: none).
 std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t run_bytes, bool interleave) {
-  if (!interleave && run_bytes >= 64) return std::nullopt;
+  // De-interleaves stage runs under a vector, and of a vector and a tail under half of one (these
+  // outputs are too small to stream).
+  if (!interleave && (run_bytes == 64 || run_bytes >= 96)) return std::nullopt;
   // 64 ways take AVX-512 and elements of up to 4 bytes.
   if (b > 16) return width <= 4 ? std::optional<isa>(isa::avx512) : std::nullopt;
   // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements.
@@ -539,12 +541,13 @@ std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t 
 // Short runs whose rows continue across the repeat axes go through the staging buffer: batches
 // of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
 // and one that does not, padded near-side strides, every ISA, one and two threads. Interleaves
-// stage runs of up to two vectors (about 100 bytes here), de-interleaves only runs under one.
+// stage runs of up to two vectors (80 and about 100 bytes here), de-interleaves runs under one
+// vector and of 65-95 bytes (80 here).
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
   for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
-      for (std::int64_t length : {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{7}, 100 / width}) {
+      for (std::int64_t length : {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{7}, 80 / width, 100 / width}) {
         for (std::int64_t inner : {2, 3, 300}) {
           for (std::int64_t outer : {1, 3}) {
             for (bool continuing : {true, false}) {

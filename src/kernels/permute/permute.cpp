@@ -34,6 +34,12 @@ constexpr std::int64_t short_call_bytes = 4 * 1024;
 // 0.92x at 16 MiB), and staging runs up to 256 bytes lost in both directions (0.8-0.97x).
 constexpr std::int64_t staged_interleave_run_bytes = 128;
 constexpr std::int64_t staged_deinterleave_run_bytes = 64;
+// De-interleaves of 65-95 byte runs (a vector and a tail under half a vector per way) whose
+// output does not stream stage too: measured on the grid cells of 64-127 byte runs, each cell
+// alone, direct and staged alternating, twice: runs of 65-95 bytes 1.33x at 64 KiB, 1.44x at
+// 1 MiB, 1.19x at 16 MiB (83 cells); runs of 64 bytes lost (0.87-0.90x), runs of 96-127 bytes
+// were mixed (0.93x at 16 MiB), and 16 MiB cells whose output streams lost 0.36-0.44x.
+constexpr std::int64_t staged_unstreamed_deinterleave_run_bytes = 96;
 // The staging buffer: batches of segments, small enough to stay in L1 next to the rows in flight.
 constexpr std::int64_t staging_bytes = 16 * 1024;
 
@@ -203,32 +209,41 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
     rest.pop_back();
     return axis;
   };
-  const std::int64_t staged_run_bytes = best->interleave ? staged_interleave_run_bytes : staged_deinterleave_run_bytes;
-  if (const std::optional<permute_axis> inner = run_bytes < staged_run_bytes ? take_continuing(run_bytes) : std::nullopt) {
+  // The direct plan: the innermost remaining axis is walked inside the kernel call, and the next
+  // one too when runs are short, so that one call moves a useful amount of data.
+  axis_list direct_rest = rest;
+  shuffle_repeat direct;
+  if (!direct_rest.empty()) {
+    direct.inner = direct_rest.back();
+    direct_rest.pop_back();
+  }
+  const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * run_bytes * direct.inner.extent;
+  if (!direct_rest.empty() && inner_bytes < short_call_bytes) {
+    direct.outer = direct_rest.back();
+    direct_rest.pop_back();
+  }
+  // Outputs larger than the cache stream their whole output vectors, where the repeat axes keep
+  // the destination's line alignment from one run to the next, and the runs end on lines or the
+  // way count is a power of two: the 512 such cells of the 16 MiB grid gained 1.40x (median
+  // 0.73 -> 1.11 of memcpy); the 410 others lost 0.97x, their runs switching between streaming
+  // and ordinary stores as the alignment varied.
+  const bool on_lines = direct.inner.dst_stride % 64 == 0 && direct.outer.dst_stride % 64 == 0;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  direct.streaming = output_streams(plan) && on_lines &&
+                     (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+  // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
+  // where the direct plan would not stream.
+  const bool staged = best->interleave ? run_bytes < staged_interleave_run_bytes
+                                       : run_bytes < staged_deinterleave_run_bytes ||
+                                             (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
+                                              run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
     tile.repeat.inner = *inner;
     if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes)) tile.repeat.outer = *outer;
     tile.segment_copy = tile_kernel_for_isa(static_cast<std::size_t>(run_bytes) * tile.offsets.size());
   } else {
-    // The innermost remaining axis is walked inside the kernel call, and the next one too when
-    // runs are short, so that one call moves a useful amount of data.
-    if (!rest.empty()) {
-      tile.repeat.inner = rest.back();
-      rest.pop_back();
-    }
-    const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * run_bytes * tile.repeat.inner.extent;
-    if (!rest.empty() && inner_bytes < short_call_bytes) {
-      tile.repeat.outer = rest.back();
-      rest.pop_back();
-    }
-    // Outputs larger than the cache stream their whole output vectors, where the repeat axes keep
-    // the destination's line alignment from one run to the next, and the runs end on lines or the
-    // way count is a power of two: the 512 such cells of the 16 MiB grid gained 1.40x (median
-    // 0.73 -> 1.11 of memcpy); the 410 others lost 0.97x, their runs switching between streaming
-    // and ordinary stores as the alignment varied.
-    const bool on_lines = tile.repeat.inner.dst_stride % 64 == 0 && tile.repeat.outer.dst_stride % 64 == 0;
-    const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-    tile.repeat.streaming = output_streams(plan) && on_lines &&
-                            (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+    tile.repeat = direct;
+    rest = std::move(direct_rest);
   }
   plan.outer = std::move(rest);
   plan.shuffle = std::move(tile);
