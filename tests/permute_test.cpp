@@ -813,9 +813,9 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
 // the 3-way staged shuffle moved one pixel per step), for staged shuffles moving one input pixel
-// per call, and for 16-way shuffles of 4- and 16-byte runs; they keep the tile for long runs, the
-// 16-way shuffle for 64-byte runs, and the VBMI 3-way shuffle where gather rows would be short
-// (33 bytes: NCHW DCR b3 W 11).
+// per call, for 16-way shuffles of 4- and 16-byte runs and for run copies of 24-byte elements;
+// they keep the tile for long runs and 32-byte elements, the 16-way shuffle for 64-byte runs, and
+// the VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11).
 TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
   const auto rgb_floats = packed_transpose({74, 74, 3, 4, 4}, {0, 3, 1, 4, 2}, 4);  // d2s [74, 74, 48] -> [296, 296, 3]
@@ -829,6 +829,11 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_EQ(kernel_name(plan_permute(sixteen_mid, 1)), "gather_avx512vbmi") << describe(plan_permute(sixteen_mid, 1));
   EXPECT_EQ(kernel_name(plan_permute(sixteen_long, 1)), "interleave16_x8_avx512") << describe(plan_permute(sixteen_long, 1));
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
+  // Run copies of 24-byte elements (s2d NHWC DCR b2 C3 float32) gather; 32-byte ones (C4) do not.
+  const auto rgb_pairs = packed_transpose({37, 2, 37, 2, 3}, {0, 2, 1, 3, 4}, 4);
+  const auto rgba_pairs = packed_transpose({37, 2, 37, 2, 4}, {0, 2, 1, 3, 4}, 4);
+  EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "gather_avx512vbmi") << describe(plan_permute(rgb_pairs, 4));
+  EXPECT_FALSE(plan_permute(rgba_pairs, 4).gather) << describe(plan_permute(rgba_pairs, 4));
   const auto short_rows = packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi") << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);

@@ -367,7 +367,13 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     if (!power_of_two) return run_bytes < 16;
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
   }
-  return steps <= 3 && plan.width < 16;
+  if (plan.width < 16) return steps <= 3;
+  // Run copies of 24- and 48-byte elements (whole vectors and a masked part each) lose to two-step
+  // gathers too (same-run A/B, each cell alone: 24 bytes 1.33x at 64 KiB, 1.60x at 1 MiB, 1.12x at
+  // 16 MiB over 46 cells; 48 bytes 1.26x / 1.42x / 0.98x over 40); 16- and 32-byte elements (whole
+  // vectors) and 36-byte ones lost (0.48-0.92x).
+  const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
+  return words_not_power_of_two && plan.width < 64 && steps <= 2;
 }
 
 // Whether a single-block gather of `block_bytes` blocks taking `steps` permute steps per chunk
