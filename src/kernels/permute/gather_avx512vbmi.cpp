@@ -177,10 +177,11 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   const strip part = strip_walk;
   const gather_step* steps = program.steps.data();
   const std::uint32_t* chunk_end = program.chunk_end.data();
-  const auto chunks = static_cast<std::int64_t>(program.chunk_end.size());
+  // Rows shorter than a period only need the chunks of their part-period.
+  const std::int64_t tail_chunks = (part.tail_bytes + 63) / 64;
+  const std::int64_t chunks = part.end_period > part.first_period ? static_cast<std::int64_t>(program.chunk_end.size()) : tail_chunks;
   const std::int64_t period_src = program.period_src_bytes;
   const std::int64_t period_dst = program.period_dst_bytes;
-  const std::int64_t tail_chunks = (part.tail_bytes + 63) / 64;
   // The part of a period ending each row reads windows that may reach past the last source byte
   // the row needs; only near the end of the source must those loads be clipped (strides are
   // non-negative, so the strip's last row reaches furthest).
