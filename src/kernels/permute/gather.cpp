@@ -112,10 +112,6 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
   return program;
 }
 
-}  // namespace
-
-namespace {
-
 std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
                                                      std::int64_t stream_src_stride, bool single_block) {
   // A few programs suffice: a process usually repeats a handful of shapes.

@@ -37,7 +37,7 @@ struct alignas(64) gather_step {
 struct gather_program {
   std::vector<gather_step> steps;             ///< chunk after chunk
   std::vector<std::uint32_t> chunk_end;       ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
-  std::int64_t period_dst_bytes = 0;          ///< lcm(D, 64)
+  std::int64_t period_dst_bytes = 0;          ///< lcm(D, 64); a single block: D rounded up to 64
   std::int64_t period_src_bytes = 0;          ///< (period_dst_bytes / D) * S
   bool single_block = false;                  ///< from gather_block_program_for
   std::int64_t reach = 0;                     ///< the furthest byte past a period's source start any window reaches
@@ -61,8 +61,8 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 /// The program for one block of `inner` axes, when no stream continues it within that period (a
 /// row of 1023 bytes, a channel of 9 x 9 x 9): its period is the block rounded up to whole chunks,
 /// and the bytes past the block have no step. Run as rows of block_bytes each, every chunk goes
-/// through the kernel's row-end path (a byte-masked store), and the blocks' rows may lie anywhere.
-/// Null if the rounded block exceeds max_gather_period_bytes.
+/// through the kernel's row-end path (whole chunks stored whole, the last one byte-masked), and the
+/// blocks' rows may lie anywhere. Null if the rounded block exceeds max_gather_period_bytes.
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width);
 
 /// The gather_fn of the avx512vbmi level.

@@ -269,8 +269,8 @@ double gather_cost(const gather_program& program, std::int64_t row_bytes) {
 }
 
 // Estimated cycles per output byte of a single-block gather (gather_block_program_for): every
-// chunk goes through the row-end path (a byte-masked store), the last one part-filled; rows are
-// walked inside the kernel, a few cycles each.
+// chunk goes through the row-end path, the last one part-filled and byte-masked; rows are walked
+// inside the kernel, a few cycles each.
 double block_gather_cost(const gather_program& program, std::int64_t block_bytes) {
   const double steps = program.steps_per_chunk();
   const auto chunks = static_cast<double>(program.chunk_end.size());
