@@ -255,6 +255,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes) {
 std::atomic<gather_forcing> gather_forced{gather_forcing::off};
 // The shortest gather row (stream extent x block bytes) gather_beats accepts.
 constexpr std::int64_t min_gather_row_bytes = 256;
+// The smallest block block_gather_beats accepts: a whole chunk.
+constexpr std::int64_t min_gather_block_bytes = 64;
 
 // Estimated cycles per output byte of a gather row: per full chunk a store and about two cycles
 // per permute step (two masked loads, the permute, a masked store after the first); a partial
@@ -387,7 +389,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
 // were not measured.
 bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
-  if (steps > 4 || block_bytes < 64) return false;
+  if (steps > 4 || block_bytes < min_gather_block_bytes) return false;
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
@@ -402,7 +404,7 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
 // VBMI: gathers need it).
 void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalized, std::size_t width) {
   // No gather would win: skip building programs.
-  if (!normalized || (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, 64))) return;
+  if (!normalized || (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, min_gather_block_bytes))) return;
   const axis_list& axes = *normalized;
   gather_candidates candidates = find_gathers(axes, width);
   std::optional<found_gather> found;
