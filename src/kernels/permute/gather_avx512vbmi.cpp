@@ -34,6 +34,9 @@ inline std::uint64_t readable(const std::byte* p, const std::byte* src_end) {
   return left <= 0 ? 0 : (std::uint64_t{1} << left) - 1;
 }
 
+// How a chunk's steps load their windows (see chunk_steps::build).
+enum class loads { whole, masked, clipped };
+
 struct strip {
   const std::byte* src;
   std::byte* dst;
@@ -74,33 +77,40 @@ struct chunk_steps {
     }
   }
 
-  // The chunk of the period whose source starts at `base`; `clip`: loads are further clipped to
-  // the bytes below src_end.
-  template <bool clip>
+  // The chunk of the period whose source starts at `base`. Loads: `whole`, every window is read
+  // whole (the period's windows all lie below src_end); else byte-masked to the bytes the chunk
+  // needs, and with `clip` also to the bytes below src_end.
+  template <loads kind>
   [[nodiscard]] __m512i build(const std::byte* base, const std::byte* src_end) const {
     __m512i chunk = _mm512_setzero_si512();
     for (int k = 0; k < (N == 0 ? count : N); ++k) {
       if constexpr (N == 0) {
         const gather_step& step = steps[k];
-        const __m512i value = one<clip>(_mm512_load_si512(step.index.data()), base + step.window_a, step.load_a,
-                                        base + step.window_b, step.load_b, src_end);
+        const __m512i value = one<kind>(_mm512_load_si512(step.index.data()), base + step.window_a, step.load_a, base + step.window_b,
+                          step.load_b, src_end);
         chunk = k == 0 ? value : _mm512_mask_blend_epi8(step.take, chunk, value);
       } else {
-        const __m512i value = one<clip>(index[k], base + window_a[k], load_a[k], base + window_b[k], load_b[k], src_end);
+        const __m512i value = one<kind>(index[k], base + window_a[k], load_a[k], base + window_b[k], load_b[k], src_end);
         chunk = k == 0 ? value : _mm512_mask_blend_epi8(take[k], chunk, value);
       }
     }
     return chunk;
   }
 
-  template <bool clip>
+  template <loads kind>
   static __m512i one(__m512i index, const std::byte* a_at, std::uint64_t load_a, const std::byte* b_at, std::uint64_t load_b,
                      const std::byte* src_end) {
-    if constexpr (clip) {
-      load_a &= readable(a_at, src_end);
-      load_b &= readable(b_at, src_end);
+    if constexpr (kind == loads::whole) {
+      const __m512i a = _mm512_loadu_si512(a_at);
+      if (load_b == 0) return _mm512_maskz_permutexvar_epi8(~__mmask64{0}, index, a);
+      return _mm512_permutex2var_epi8(a, index, _mm512_loadu_si512(b_at));
+    } else {
+      if constexpr (kind == loads::clipped) {
+        load_a &= readable(a_at, src_end);
+        load_b &= readable(b_at, src_end);
+      }
+      return permuted(index, a_at, load_a, b_at, load_b, load_b != 0);
     }
-    return permuted(index, a_at, load_a, b_at, load_b, load_b != 0);
   }
 };
 
@@ -117,25 +127,27 @@ struct chunk_walk {
   std::int64_t period_dst;
   bool tail;                  ///< the chunk has bytes in the part-period ending each row
   bool clip;                  ///< ... whose loads must be clipped to the source
+  bool whole;                 ///< every window of the strip lies below src_end: loads need no mask
   std::uint64_t tail_written; ///< ... and these are its bytes
   const std::byte* src_end;
 };
 
-template <int N>
-void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) {
-  // A local copy: stores through std::byte* may alias anything, which would make the compiler
-  // reload every bound and stride after each store.
-  const chunk_walk walk = walk_ref;
-  const chunk_steps<N> chunk(first, count);
+template <loads kind, int N>
+void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
   for (std::int64_t r = 0; r < walk.rows; ++r) {
     const std::byte* from = walk.src + r * walk.src_stride;
     std::byte* to = walk.dst + r * walk.dst_stride;
     for (std::int64_t p = walk.first_period; p < walk.end_period; ++p) {
-      _mm512_storeu_si512(to + p * walk.period_dst, chunk.template build<false>(from + p * walk.period_src, walk.src_end));
+      _mm512_storeu_si512(to + p * walk.period_dst, chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
     }
     if (walk.tail) {
       const std::byte* base = from + walk.end_period * walk.period_src;
-      const __m512i value = walk.clip ? chunk.template build<true>(base, walk.src_end) : chunk.template build<false>(base, walk.src_end);
+      __m512i value;
+      if constexpr (kind == loads::whole) {
+        value = chunk.template build<loads::whole>(base, walk.src_end);
+      } else {
+        value = walk.clip ? chunk.template build<loads::clipped>(base, walk.src_end) : chunk.template build<loads::masked>(base, walk.src_end);
+      }
       std::byte* at = to + walk.end_period * walk.period_dst;
       if (walk.tail_written == ~std::uint64_t{0}) {
         _mm512_storeu_si512(at, value);
@@ -143,6 +155,19 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) 
         _mm512_mask_storeu_epi8(at, walk.tail_written, value);
       }
     }
+  }
+}
+
+template <int N>
+void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) {
+  // A local copy: stores through std::byte* may alias anything, which would make the compiler
+  // reload every bound and stride after each store.
+  const chunk_walk walk = walk_ref;
+  const chunk_steps<N> chunk(first, count);
+  if (walk.whole) {
+    walk_rows<loads::whole>(chunk, walk);
+  } else {
+    walk_rows<loads::masked>(chunk, walk);
   }
 }
 
@@ -187,11 +212,17 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   // non-negative, so the strip's last row reaches furthest).
   const std::byte* last_tail = part.src + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
   const bool clip = tail_chunks > 0 && src_end - last_tail < program.reach;
+  // Windows start at a byte the period needs, so where even the strip's last period reaches no
+  // further than src_end, every window lies in the source and is loaded whole: no load masks to
+  // keep in registers, and the second load folds into the permute (1.03x at 64 KiB, 1.10x at 1 and
+  // 16 MiB over the 489 gather cells of the grid).
+  const std::int64_t last_period_left = src_end - last_tail + (tail_chunks > 0 ? 0 : period_src);
+  const bool whole = last_period_left >= program.reach;
   std::uint32_t s = 0;
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t left = std::clamp<std::int64_t>(part.tail_bytes - c * 64, 0, 64);
     const chunk_walk walk{part.src, part.dst + c * 64, part.rows, rows.src_stride, rows.dst_stride, part.first_period,
-                          part.end_period, period_src, period_dst, c < tail_chunks, clip,
+                          part.end_period, period_src, period_dst, c < tail_chunks, clip, whole,
                           left == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1, src_end};
     const int count = static_cast<int>(chunk_end[c] - s);
     switch (count) {
