@@ -262,6 +262,33 @@ std::atomic<gather_forcing> gather_forced{gather_forcing::off};
 constexpr std::int64_t min_gather_row_bytes = 256;
 // The smallest block block_gather_beats accepts: a whole chunk.
 constexpr std::int64_t min_gather_block_bytes = 64;
+// Permute steps per chunk a gather may take: four, and eight where the plan moves runs of a few
+// bytes per call or per element (tiny_moves).
+constexpr double max_gather_steps = 4;
+constexpr double max_gather_steps_for_tiny_moves = 8;
+// Staged shuffle calls under this many bytes are all overhead (see gather_beats).
+constexpr std::int64_t tiny_staged_call_bytes = 256;
+
+// The bytes one call of a staged shuffle moves; 0 for any other plan.
+std::int64_t staged_call_bytes(const permute_plan& plan) {
+  if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr) return 0;
+  const shuffle_tile& tile = *plan.shuffle;
+  return static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent * tile.repeat.inner.extent *
+         tile.repeat.outer.extent;
+}
+
+// Where the plan moves a few bytes at a time: staged shuffles of calls under 256 bytes (the tiny
+// 3-D tensors of CL-K3 and CF-K3 CRD: 3 x 3 x 3 runs of 3-8 ways), and, for a single-block gather,
+// tiles of elements under 8 bytes. There even 5-8 permute steps per chunk win: same-run A/B of
+// the 31 grid cells where a gather of 5-8 steps replaces them (each alone, twice): 1.94x at 64 KiB,
+// 2.20x at 1 MiB, 3.01x at 16 MiB, none slower (s2d CL-K3 CRD b3 C3 uint8: 0.02 -> 0.07 of memcpy
+// at 64 KiB, 0.03 -> 0.12 at 1 MiB). Staged calls of 432 bytes or more, measured the same way,
+// lost (0.32-0.9x on 14 of 19 cells).
+bool moves_tiny_pieces(const permute_plan& plan, bool single_block) {
+  const std::int64_t call_bytes = staged_call_bytes(plan);
+  if (call_bytes > 0) return call_bytes < tiny_staged_call_bytes;
+  return single_block && !plan.shuffle && plan.width < 8;
+}
 
 // Estimated cycles per output byte of a gather row: per full chunk a store and about two cycles
 // per permute step (two masked loads, the permute, a masked store after the first); a partial
@@ -356,7 +383,8 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
 // bytes to three-step ones (2.1x over 23 cells).
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
-  if (steps > 4 || row_bytes < min_gather_row_bytes) return false;
+  if (row_bytes < min_gather_row_bytes) return false;
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, false);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
@@ -366,8 +394,8 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
       if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
       return steps <= 2 && run_bytes < 64;
     }
-    const std::int64_t call_bytes = ways * run_bytes * tile.repeat.inner.extent * tile.repeat.outer.extent;
-    if (call_bytes < 256) return true;
+    const std::int64_t call_bytes = staged_call_bytes(plan);
+    if (call_bytes < tiny_staged_call_bytes) return true;
     if (steps > 2) return false;
     if (call_bytes < 1024) return true;
     // Staged: short runs of 3 or 9 ways (no single-instruction permute below VBMI) or of 4.
@@ -394,7 +422,8 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
 // were not measured.
 bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
-  if (steps > 4 || block_bytes < min_gather_block_bytes) return false;
+  if (block_bytes < min_gather_block_bytes) return false;
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, true);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
