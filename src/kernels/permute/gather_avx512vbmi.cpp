@@ -51,6 +51,8 @@ struct strip {
 // step's permute is blended into the chunk by its take mask and the chunk is stored once, whole
 // (1.04x over storing the first step and overwriting with a masked store per further step, 1.10x
 // at 1 MiB and up). N = 0: the step count is only known at run time, and steps load per chunk.
+// Counts up to 8 have their own N: chunks of 5-8 steps (tiny 3-D tensors) ran 1.1-1.5x faster
+// with their steps in registers than loaded per chunk.
 template <int N>
 struct chunk_steps {
   static constexpr int capacity = N == 0 ? 1 : N;
@@ -240,6 +242,10 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
       case 2: run_chunk<2>(steps + s, count, walk); break;
       case 3: run_chunk<3>(steps + s, count, walk); break;
       case 4: run_chunk<4>(steps + s, count, walk); break;
+      case 5: run_chunk<5>(steps + s, count, walk); break;
+      case 6: run_chunk<6>(steps + s, count, walk); break;
+      case 7: run_chunk<7>(steps + s, count, walk); break;
+      case 8: run_chunk<8>(steps + s, count, walk); break;
       default: run_chunk<0>(steps + s, count, walk); break;
     }
     s = chunk_end[c];
