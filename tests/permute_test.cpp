@@ -815,7 +815,8 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
 // the 3-way staged shuffle moved one pixel per step), for staged shuffles moving one input pixel
 // per call, for 16-way shuffles of 4- and 16-byte runs and for run copies of 24-byte elements;
 // they keep the tile for long runs and 32-byte elements, the 16-way shuffle for 64-byte runs, and
-// the VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11).
+// the VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11). Gathers of
+// more than 4 steps per chunk replace only staged calls of under 256 bytes.
 TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
   const auto rgb_floats = packed_transpose({74, 74, 3, 4, 4}, {0, 3, 1, 4, 2}, 4);  // d2s [74, 74, 48] -> [296, 296, 3]
@@ -834,6 +835,15 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   const auto rgba_pairs = packed_transpose({37, 2, 37, 2, 4}, {0, 2, 1, 3, 4}, 4);
   EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "gather_avx512vbmi") << describe(plan_permute(rgb_pairs, 4));
   EXPECT_FALSE(plan_permute(rgba_pairs, 4).gather) << describe(plan_permute(rgba_pairs, 4));
+  // Tiny 3-D tensors: staged calls of 81 bytes (s2d channels-last CRD b3 C3, 27 x 27 x 27) take a
+  // gather of 5 steps per chunk; calls of 1000 bytes (s2d channels-first DCR b8 C1, 40 x 40 x 40)
+  // keep the staged 8-way shuffle.
+  const auto tiny_calls = packed_transpose({9, 3, 9, 3, 9, 3, 3}, {0, 2, 4, 6, 1, 3, 5}, 1);
+  const auto longer_calls = packed_transpose({5, 8, 5, 8, 5, 8}, {1, 3, 5, 0, 2, 4}, 1);
+  const permute_plan tiny_plan = plan_permute(tiny_calls, 1);
+  ASSERT_TRUE(tiny_plan.gather) << describe(tiny_plan);
+  EXPECT_GT(tiny_plan.gather->program->steps_per_chunk(), 4.0) << describe(tiny_plan);
+  EXPECT_FALSE(plan_permute(longer_calls, 1).gather) << describe(plan_permute(longer_calls, 1));
   const auto short_rows = packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi") << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);
