@@ -40,8 +40,7 @@ enum class loads { whole, masked, clipped };
 struct strip {
   const std::byte* src;
   std::byte* dst;
-  std::int64_t groups;      ///< groups of rows (gather_rows::groups), each of
-  std::int64_t rows;        ///< ... this many rows
+  std::int64_t rows;
   std::int64_t first_period;
   std::int64_t end_period;  ///< whole periods [first, end) of each row
   std::int64_t tail_bytes;  ///< then this part of the next period (0: none)
@@ -121,9 +120,6 @@ struct chunk_steps {
 struct chunk_walk {
   const std::byte* src;
   std::byte* dst;
-  std::int64_t groups;
-  std::int64_t group_src_stride;
-  std::int64_t group_dst_stride;
   std::int64_t rows;
   std::int64_t src_stride;
   std::int64_t dst_stride;
@@ -140,27 +136,25 @@ struct chunk_walk {
 
 template <loads kind, int N>
 void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
-  for (std::int64_t g = 0; g < walk.groups; ++g) {
-    for (std::int64_t r = 0; r < walk.rows; ++r) {
-      const std::byte* from = walk.src + g * walk.group_src_stride + r * walk.src_stride;
-      std::byte* to = walk.dst + g * walk.group_dst_stride + r * walk.dst_stride;
-      for (std::int64_t p = walk.first_period; p < walk.end_period; ++p) {
-        _mm512_storeu_si512(to + p * walk.period_dst, chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
+  for (std::int64_t r = 0; r < walk.rows; ++r) {
+    const std::byte* from = walk.src + r * walk.src_stride;
+    std::byte* to = walk.dst + r * walk.dst_stride;
+    for (std::int64_t p = walk.first_period; p < walk.end_period; ++p) {
+      _mm512_storeu_si512(to + p * walk.period_dst, chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
+    }
+    if (walk.tail) {
+      const std::byte* base = from + walk.end_period * walk.period_src;
+      __m512i value;
+      if constexpr (kind == loads::whole) {
+        value = chunk.template build<loads::whole>(base, walk.src_end);
+      } else {
+        value = walk.clip ? chunk.template build<loads::clipped>(base, walk.src_end) : chunk.template build<loads::masked>(base, walk.src_end);
       }
-      if (walk.tail) {
-        const std::byte* base = from + walk.end_period * walk.period_src;
-        __m512i value;
-        if constexpr (kind == loads::whole) {
-          value = chunk.template build<loads::whole>(base, walk.src_end);
-        } else {
-          value = walk.clip ? chunk.template build<loads::clipped>(base, walk.src_end) : chunk.template build<loads::masked>(base, walk.src_end);
-        }
-        std::byte* at = to + walk.end_period * walk.period_dst;
-        if (walk.tail_written == ~std::uint64_t{0}) {
-          _mm512_storeu_si512(at, value);
-        } else {
-          _mm512_mask_storeu_epi8(at, walk.tail_written, value);
-        }
+      std::byte* at = to + walk.end_period * walk.period_dst;
+      if (walk.tail_written == ~std::uint64_t{0}) {
+        _mm512_storeu_si512(at, value);
+      } else {
+        _mm512_mask_storeu_epi8(at, walk.tail_written, value);
       }
     }
   }
@@ -190,18 +184,16 @@ void prefetch_strip(const gather_program& program, const gather_rows& rows, cons
   const auto destination_start = reinterpret_cast<std::uintptr_t>(part.dst);
   // A single-block program's rows are nothing but the part-period ending each row.
   const std::int64_t end_period = part.end_period + (program.single_block && part.tail_bytes > 0 ? 1 : 0);
-  for (std::int64_t g = 0; g < part.groups; ++g) {
-    for (std::int64_t r = 0; r < part.rows; ++r) {
-      for (std::int64_t p = part.first_period; p < end_period; ++p) {
-        const std::int64_t source = g * rows.group_src_stride + r * rows.src_stride + p * program.period_src_bytes + ahead;
-        if (source_left - source < program.reach) return;
-        for (std::int64_t offset : program.prefetch_offsets) {
-          _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)), _MM_HINT_T0);
-        }
-        const std::int64_t destination = g * rows.group_dst_stride + r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
-        for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)), _MM_HINT_T0);
-        }
+  for (std::int64_t r = 0; r < part.rows; ++r) {
+    for (std::int64_t p = part.first_period; p < end_period; ++p) {
+      const std::int64_t source = r * rows.src_stride + p * program.period_src_bytes + ahead;
+      if (source_left - source < program.reach) return;
+      for (std::int64_t offset : program.prefetch_offsets) {
+        _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)), _MM_HINT_T0);
+      }
+      const std::int64_t destination = r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
+      for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)), _MM_HINT_T0);
       }
     }
   }
@@ -220,8 +212,7 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   // The part of a period ending each row reads windows that may reach past the last source byte
   // the row needs; only near the end of the source must those loads be clipped (strides are
   // non-negative, so the strip's last row reaches furthest).
-  const std::byte* last_tail =
-      part.src + (part.groups - 1) * rows.group_src_stride + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
+  const std::byte* last_tail = part.src + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
   const bool clip = tail_chunks > 0 && src_end - last_tail < program.reach;
   // Windows start at a byte the period needs, so where even the strip's last period reaches no
   // further than src_end, every window lies in the source and is loaded whole: no load masks to
@@ -232,8 +223,7 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   std::uint32_t s = 0;
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t left = std::clamp<std::int64_t>(part.tail_bytes - c * 64, 0, 64);
-    const chunk_walk walk{part.src, part.dst + c * 64, part.groups, rows.group_src_stride, rows.group_dst_stride, part.rows,
-                          rows.src_stride, rows.dst_stride, part.first_period,
+    const chunk_walk walk{part.src, part.dst + c * 64, part.rows, rows.src_stride, rows.dst_stride, part.first_period,
                           part.end_period, period_src, period_dst, c < tail_chunks, clip, whole,
                           left == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1, src_end};
     const int count = static_cast<int>(chunk_end[c] - s);
@@ -263,42 +253,23 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
     // row has whole periods and its tail goes with the last strip).
     const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / period_dst);
-    for (std::int64_t g = 0; g < rows.groups; ++g) {
-      for (std::int64_t r = 0; r < rows.count; ++r) {
-        const std::byte* from = src + g * rows.group_src_stride + r * rows.src_stride;
-        std::byte* to = dst + g * rows.group_dst_stride + r * rows.dst_stride;
-        for (std::int64_t p = 0; p < whole; p += per_strip) {
-          const std::int64_t end = std::min(whole, p + per_strip);
-          const strip part{from, to, 1, 1, p, end, end == whole ? tail : 0};
-          if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
-          run_strip(program, rows, part, src_end);
-        }
+    for (std::int64_t r = 0; r < rows.count; ++r) {
+      const std::byte* from = src + r * rows.src_stride;
+      std::byte* to = dst + r * rows.dst_stride;
+      for (std::int64_t p = 0; p < whole; p += per_strip) {
+        const std::int64_t end = std::min(whole, p + per_strip);
+        const strip part{from, to, 1, p, end, end == whole ? tail : 0};
+        if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
+        run_strip(program, rows, part, src_end);
       }
     }
     return;
   }
-  const std::int64_t group_bytes = rows.count * rows.bytes;
-  if (rows.groups > 1 && group_bytes <= strip_bytes) {
-    // Whole groups of short rows per strip: a group alone may hold too few rows to repay each
-    // chunk's set-up (3 rows of 1521 bytes).
-    const std::int64_t per_strip = strip_bytes / group_bytes;
-    for (std::int64_t g = 0; g < rows.groups; g += per_strip) {
-      const strip part{src + g * rows.group_src_stride, dst + g * rows.group_dst_stride, std::min(per_strip, rows.groups - g),
-                       rows.count, 0, whole, tail};
-      if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * rows.group_src_stride, per_strip * rows.group_dst_stride);
-      run_strip(program, rows, part, src_end);
-    }
-    return;
-  }
   const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / std::max<std::int64_t>(rows.bytes, 1));
-  for (std::int64_t g = 0; g < rows.groups; ++g) {
-    const std::byte* from = src + g * rows.group_src_stride;
-    std::byte* to = dst + g * rows.group_dst_stride;
-    for (std::int64_t r = 0; r < rows.count; r += per_strip) {
-      const strip part{from + r * rows.src_stride, to + r * rows.dst_stride, 1, std::min(per_strip, rows.count - r), 0, whole, tail};
-      if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
-      run_strip(program, rows, part, src_end);
-    }
+  for (std::int64_t r = 0; r < rows.count; r += per_strip) {
+    const strip part{src + r * rows.src_stride, dst + r * rows.dst_stride, std::min(per_strip, rows.count - r), 0, whole, tail};
+    if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
+    run_strip(program, rows, part, src_end);
   }
 }
 
