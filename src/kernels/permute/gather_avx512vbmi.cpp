@@ -88,8 +88,8 @@ struct chunk_steps {
     for (int k = 0; k < (N == 0 ? count : N); ++k) {
       if constexpr (N == 0) {
         const gather_step& step = steps[k];
-        const __m512i value = one<kind>(_mm512_load_si512(step.index.data()), base + step.window_a, step.load_a, base + step.window_b,
-                          step.load_b, src_end);
+        const __m512i value = one<kind>(_mm512_load_si512(step.index.data()), base + step.window_a, step.load_a,
+                                        base + step.window_b, step.load_b, src_end);
         chunk = k == 0 ? value : _mm512_mask_blend_epi8(step.take, chunk, value);
       } else {
         const __m512i value = one<kind>(index[k], base + window_a[k], load_a[k], base + window_b[k], load_b[k], src_end);

@@ -371,7 +371,8 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
 // period and its call cost as much as several whole periods. Two exceptions pay for more steps:
 // 3- and 9-way shuffles of runs under 16 bytes (general permutes, up to 3 steps), and staged
 // shuffles whose calls move under 256 bytes (one input pixel of NHWC CRD, say), where the call and
-// staging overhead per few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells).
+// staging overhead per few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells;
+// under 256 bytes even up to 8, see moves_tiny_pieces).
 // Since chunks are built in registers (each cell alone, old rule against new, same run), the
 // 8- and 16-way network shuffles of runs of 16-63 bytes lose to two-step gathers too (97 cells:
 // 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
