@@ -749,6 +749,34 @@ TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
   expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1, 41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
 }
 
+// A position whose rows hold under 2 KiB (depth_to_space of pixels into 2-4 short rows, NHWC CRD)
+// is walked with the next positions out in one call, as groups of rows: many positions (37 and
+// 600, some calls ending near the source's end, whose last group runs alone), every element width,
+// source ending right before an inaccessible page, destination misaligned and guarded, one and two
+// threads, against the element loop; a 12 MB case also prefetches each next strip of groups.
+TEST_F(PermuteGather, GroupedShortRowsMatchNaiveCopy) {
+  std::mt19937_64 rng(23);
+  int gathers = 0;
+  for (std::int64_t h : {37, 600}) {
+    for (std::int64_t b : {2, 3, 4}) {
+      for (std::int64_t channels : {1, 3, 4}) {
+        for (std::int64_t width : {1, 2, 4, 8}) {
+          for (std::int64_t w : {7, 45}) {
+            const auto axes = packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width);
+            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+            if (!plan.gather) continue;
+            ++gathers;
+            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, h * w * channels * b * b * width, rng))
+                << "b=" << b << " C=" << channels << " width=" << width << " H=" << h << " W=" << w;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(gathers, 20);
+  expect_large_gather_matches(packed_transpose({6200, 170, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1, 43);  // d2s [6200, 170, 12]
+}
+
 // Single-block gathers, where no stream continues a destination block within a period of 2 KiB:
 // depth_to_space of 3-byte pixels into rows of 1023 bytes (NHWC b3 C1), and tiny 3-D tensors
 // whose channels are whole blocks (channels-first CRD b3, 3 x 3 x 3 and 5 x 5 x 5 per channel,

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/permute/gather.hpp"
 
@@ -134,8 +135,10 @@ struct chunk_walk {
   const std::byte* src_end;
 };
 
+// Inlined into each run_strip, as it was before groups existed: left to itself, GCC makes it a
+// call shared by the grouped and one-group kernels.
 template <loads kind, int N>
-void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
+inline __attribute__((always_inline)) void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
   for (std::int64_t r = 0; r < walk.rows; ++r) {
     const std::byte* from = walk.src + r * walk.src_stride;
     std::byte* to = walk.dst + r * walk.dst_stride;
@@ -160,16 +163,44 @@ void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
   }
 }
 
-template <int N>
-void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) {
+// The rows of a call: one group of rows (no_groups), or several at a stride (row_groups, the
+// innermost outer axis of a plan whose rows are short). Separate types, so that the one-group
+// kernel compiles as if groups did not exist: a group loop and a larger walk inside the shared
+// kernel cost the other gather cells 0.5-0.75x.
+struct no_groups {
+  static constexpr std::int64_t count = 1;
+  static constexpr std::int64_t src_stride = 0;
+  static constexpr std::int64_t dst_stride = 0;
+};
+struct row_groups {
+  std::int64_t count;
+  std::int64_t src_stride;
+  std::int64_t dst_stride;
+};
+
+template <int N, class Groups>
+void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref, const Groups& groups) {
   // A local copy: stores through std::byte* may alias anything, which would make the compiler
   // reload every bound and stride after each store.
-  const chunk_walk walk = walk_ref;
+  chunk_walk walk = walk_ref;
   const chunk_steps<N> chunk(first, count);
-  if (walk.whole) {
-    walk_rows<loads::whole>(chunk, walk);
+  if constexpr (std::is_same_v<Groups, no_groups>) {
+    if (walk.whole) {
+      walk_rows<loads::whole>(chunk, walk);
+    } else {
+      walk_rows<loads::masked>(chunk, walk);
+    }
   } else {
-    walk_rows<loads::masked>(chunk, walk);
+    const row_groups each = groups;
+    for (std::int64_t g = 0; g < each.count; ++g) {
+      if (walk.whole) {
+        walk_rows<loads::whole>(chunk, walk);
+      } else {
+        walk_rows<loads::masked>(chunk, walk);
+      }
+      walk.src += each.src_stride;
+      walk.dst += each.dst_stride;
+    }
   }
 }
 
@@ -177,29 +208,58 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref) 
 // destination bytes after this one, up to the end of the source. Addresses are integers: the next
 // strip may lie past the end of either tensor, where a pointer may not point (a prefetch of such an
 // address does nothing).
-void prefetch_strip(const gather_program& program, const gather_rows& rows, const strip& part, const std::byte* src_end,
-                    std::int64_t ahead, std::int64_t ahead_dst) {
+template <class Groups>
+void prefetch_strip(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
+                    const std::byte* src_end, std::int64_t ahead, std::int64_t ahead_dst) {
   const std::int64_t source_left = src_end - part.src;
   const auto source_start = reinterpret_cast<std::uintptr_t>(part.src);
   const auto destination_start = reinterpret_cast<std::uintptr_t>(part.dst);
   // A single-block program's rows are nothing but the part-period ending each row.
   const std::int64_t end_period = part.end_period + (program.single_block && part.tail_bytes > 0 ? 1 : 0);
-  for (std::int64_t r = 0; r < part.rows; ++r) {
-    for (std::int64_t p = part.first_period; p < end_period; ++p) {
-      const std::int64_t source = r * rows.src_stride + p * program.period_src_bytes + ahead;
-      if (source_left - source < program.reach) return;
-      for (std::int64_t offset : program.prefetch_offsets) {
-        _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)), _MM_HINT_T0);
-      }
-      const std::int64_t destination = r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
-      for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)), _MM_HINT_T0);
+  for (std::int64_t g = 0; g < groups.count; ++g) {
+    for (std::int64_t r = 0; r < part.rows; ++r) {
+      for (std::int64_t p = part.first_period; p < end_period; ++p) {
+        const std::int64_t source = g * groups.src_stride + r * rows.src_stride + p * program.period_src_bytes + ahead;
+        if (source_left - source < program.reach) return;
+        for (std::int64_t offset : program.prefetch_offsets) {
+          _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)), _MM_HINT_T0);
+        }
+        const std::int64_t destination = g * groups.dst_stride + r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
+        for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)), _MM_HINT_T0);
+        }
       }
     }
   }
 }
 
-void run_strip(const gather_program& program, const gather_rows& row_walk, const strip& strip_walk, const std::byte* src_end) {
+// How close a strip's loads come to the end of the source.
+struct strip_reach {
+  bool clip;   ///< the part-periods' loads must be clipped to the source
+  bool whole;  ///< every window lies below src_end: loads need no mask
+};
+
+template <class Groups>
+strip_reach reach_of(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
+                     const std::byte* src_end) {
+  const std::int64_t tail_chunks = (part.tail_bytes + 63) / 64;
+  const std::int64_t period_src = program.period_src_bytes;
+  // The part of a period ending each row reads windows that may reach past the last source byte
+  // the row needs; only near the end of the source must those loads be clipped (strides are
+  // non-negative, so the strip's last row of its last group reaches furthest).
+  const std::byte* last_tail =
+      part.src + (groups.count - 1) * groups.src_stride + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
+  // Windows start at a byte the period needs, so where even the strip's last period reaches no
+  // further than src_end, every window lies in the source and is loaded whole: no load masks to
+  // keep in registers, and the second load folds into the permute (1.03x at 64 KiB, 1.10x at 1 and
+  // 16 MiB over the 489 gather cells of the grid).
+  const std::int64_t last_period_left = src_end - last_tail + (tail_chunks > 0 ? 0 : period_src);
+  return {tail_chunks > 0 && src_end - last_tail < program.reach, last_period_left >= program.reach};
+}
+
+template <class Groups>
+void run_strip(const gather_program& program, const gather_rows& row_walk, const strip& strip_walk, const Groups& groups,
+               const std::byte* src_end) {
   const gather_rows rows = row_walk;
   const strip part = strip_walk;
   const gather_step* steps = program.steps.data();
@@ -209,17 +269,9 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   const std::int64_t chunks = part.end_period > part.first_period ? static_cast<std::int64_t>(program.chunk_end.size()) : tail_chunks;
   const std::int64_t period_src = program.period_src_bytes;
   const std::int64_t period_dst = program.period_dst_bytes;
-  // The part of a period ending each row reads windows that may reach past the last source byte
-  // the row needs; only near the end of the source must those loads be clipped (strides are
-  // non-negative, so the strip's last row reaches furthest).
-  const std::byte* last_tail = part.src + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
-  const bool clip = tail_chunks > 0 && src_end - last_tail < program.reach;
-  // Windows start at a byte the period needs, so where even the strip's last period reaches no
-  // further than src_end, every window lies in the source and is loaded whole: no load masks to
-  // keep in registers, and the second load folds into the permute (1.03x at 64 KiB, 1.10x at 1 and
-  // 16 MiB over the 489 gather cells of the grid).
-  const std::int64_t last_period_left = src_end - last_tail + (tail_chunks > 0 ? 0 : period_src);
-  const bool whole = last_period_left >= program.reach;
+  const strip_reach reach = reach_of(program, rows, part, groups, src_end);
+  const bool clip = reach.clip;
+  const bool whole = reach.whole;
   std::uint32_t s = 0;
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t left = std::clamp<std::int64_t>(part.tail_bytes - c * 64, 0, 64);
@@ -228,27 +280,27 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
                           left == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1, src_end};
     const int count = static_cast<int>(chunk_end[c] - s);
     switch (count) {
-      case 1: run_chunk<1>(steps + s, count, walk); break;
-      case 2: run_chunk<2>(steps + s, count, walk); break;
-      case 3: run_chunk<3>(steps + s, count, walk); break;
-      case 4: run_chunk<4>(steps + s, count, walk); break;
-      case 5: run_chunk<5>(steps + s, count, walk); break;
-      case 6: run_chunk<6>(steps + s, count, walk); break;
-      case 7: run_chunk<7>(steps + s, count, walk); break;
-      case 8: run_chunk<8>(steps + s, count, walk); break;
-      default: run_chunk<0>(steps + s, count, walk); break;
+      case 1: run_chunk<1>(steps + s, count, walk, groups); break;
+      case 2: run_chunk<2>(steps + s, count, walk, groups); break;
+      case 3: run_chunk<3>(steps + s, count, walk, groups); break;
+      case 4: run_chunk<4>(steps + s, count, walk, groups); break;
+      case 5: run_chunk<5>(steps + s, count, walk, groups); break;
+      case 6: run_chunk<6>(steps + s, count, walk, groups); break;
+      case 7: run_chunk<7>(steps + s, count, walk, groups); break;
+      case 8: run_chunk<8>(steps + s, count, walk, groups); break;
+      default: run_chunk<0>(steps + s, count, walk, groups); break;
     }
     s = chunk_end[c];
   }
 }
 
-}  // namespace
-
-void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
-                            const std::byte* src_end) {
+// One group's rows.
+void gather_group(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
+                  const std::byte* src_end) {
   const std::int64_t period_dst = program.period_dst_bytes;
   const std::int64_t whole = rows.bytes / period_dst;
   const std::int64_t tail = rows.bytes - whole * period_dst;
+  const no_groups one;
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
     // row has whole periods and its tail goes with the last strip).
@@ -259,8 +311,8 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
       for (std::int64_t p = 0; p < whole; p += per_strip) {
         const std::int64_t end = std::min(whole, p + per_strip);
         const strip part{from, to, 1, p, end, end == whole ? tail : 0};
-        if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
-        run_strip(program, rows, part, src_end);
+        if (rows.prefetch) prefetch_strip(program, rows, part, one, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
+        run_strip(program, rows, part, one, src_end);
       }
     }
     return;
@@ -268,8 +320,43 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
   const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / std::max<std::int64_t>(rows.bytes, 1));
   for (std::int64_t r = 0; r < rows.count; r += per_strip) {
     const strip part{src + r * rows.src_stride, dst + r * rows.dst_stride, std::min(per_strip, rows.count - r), 0, whole, tail};
-    if (rows.prefetch) prefetch_strip(program, rows, part, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
-    run_strip(program, rows, part, src_end);
+    if (rows.prefetch) prefetch_strip(program, rows, part, one, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
+    run_strip(program, rows, part, one, src_end);
+  }
+}
+
+}  // namespace
+
+void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
+                            const std::byte* src_end) {
+  const std::int64_t group_bytes = rows.count * rows.bytes;
+  if (rows.groups > 1 && group_bytes <= strip_bytes) {
+    // Whole groups of short rows per strip: a group alone may hold too few rows to repay each
+    // chunk's set-up (3 rows of 1521 bytes).
+    const std::int64_t period_dst = program.period_dst_bytes;
+    const std::int64_t whole = rows.bytes / period_dst;
+    const std::int64_t tail = rows.bytes - whole * period_dst;
+    const std::int64_t per_strip = strip_bytes / group_bytes;
+    for (std::int64_t g = 0; g < rows.groups; g += per_strip) {
+      row_groups groups{std::min(per_strip, rows.groups - g), rows.group_src_stride, rows.group_dst_stride};
+      const strip part{src + g * rows.group_src_stride, dst + g * rows.group_dst_stride, rows.count, 0, whole, tail};
+      if (rows.prefetch) {
+        prefetch_strip(program, rows, part, groups, src_end, per_strip * rows.group_src_stride, per_strip * rows.group_dst_stride);
+      }
+      // Near the end of the source the strip's loads are masked, or clipped; only its last group
+      // needs that, and a strip of whole groups is a quarter of a 64 KiB tensor.
+      const bool last_apart = groups.count > 1 && !reach_of(program, rows, part, groups, src_end).whole;
+      if (last_apart) --groups.count;
+      run_strip(program, rows, part, groups, src_end);
+      if (last_apart) {
+        const std::int64_t last = g + groups.count;
+        gather_group(program, rows, src + last * rows.group_src_stride, dst + last * rows.group_dst_stride, src_end);
+      }
+    }
+    return;
+  }
+  for (std::int64_t g = 0; g < rows.groups; ++g) {
+    gather_group(program, rows, src + g * rows.group_src_stride, dst + g * rows.group_dst_stride, src_end);
   }
 }
 

@@ -107,8 +107,8 @@ struct shuffle_tile {
 };
 
 struct gather_program;  // kernels/permute/gather.hpp
-/// Rows a gather call writes: `count` rows of `bytes` output bytes each, every row starting at the
-/// start of a period.
+/// Rows a gather call writes: `groups` groups of `count` rows of `bytes` output bytes each, every
+/// row starting at the start of a period; row r of group g starts at g * group_stride + r * stride.
 struct gather_rows {
   std::int64_t count = 1;
   std::int64_t src_stride = 0;
@@ -116,6 +116,9 @@ struct gather_rows {
   std::int64_t bytes = 0;
   /// The output is larger than the cache: each strip of rows prefetches the next one's lines.
   bool prefetch = false;
+  std::int64_t groups = 1;
+  std::int64_t group_src_stride = 0;
+  std::int64_t group_dst_stride = 0;
 };
 /// Writes the rows from dst on, reading src; never reads at or past src_end.
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
