@@ -1,6 +1,7 @@
 // Every validation rule, with its exact sentence, and nothing written on error.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 #include "regrid/regrid.hpp"
@@ -163,6 +164,75 @@ TEST(SpaceDepthOperands, OverlappingMemoryIsRejected) {
   } catch (const error& failure) {
     EXPECT_STREQ(failure.what(),
                  "space_to_depth: output strides [16, 1, 2, 1] for shape [1, 4, 2, 2] make distinct elements share memory");
+  }
+}
+
+// The one-shot calls keep the last few descriptions that passed their checks (shapes, strides,
+// dtypes, quantization, options): a description differing from a kept one in any single part
+// is checked anew, and gets its own sentence.
+TEST(SpaceDepthOperands, CallsLikeAnEarlierValidOneAreCheckedAnew) {
+  const tensor x(dtype::float32, {1, 2, 4, 4});
+  tensor y(dtype::float32, {1, 8, 2, 2});
+  const space_depth_options options{.block_size = 2, .mode = mode::crd};
+  ASSERT_NO_THROW(space_to_depth(x, y.mutable_view(), options));
+  testing::strided_buffer wrong_type(dtype::float16, {1, 8, 2, 2}, testing::memory_style::contiguous);
+  expect_rejected_untouched(wrong_type, [&] { space_to_depth(x, wrong_type.view(), options); },
+                            "space_to_depth: output dtype float16 differs from input dtype float32");
+  const tensor half_input(dtype::float16, {1, 2, 4, 4});
+  testing::strided_buffer for_half(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
+  expect_rejected_untouched(for_half, [&] { space_to_depth(half_input, for_half.view(), options); },
+                            "space_to_depth: output dtype float32 differs from input dtype float16");
+  testing::strided_buffer aliased(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
+  const mutable_tensor_view aliased_view(aliased.view().data(), dtype::float32, {1, 8, 2, 2}, {4, 1, 2, 1});
+  expect_rejected_untouched(
+      aliased, [&] { space_to_depth(x, aliased_view, options); },
+      "space_to_depth: output strides [4, 1, 2, 1] for shape [1, 8, 2, 2] make distinct elements share memory");
+  testing::strided_buffer same(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
+  expect_rejected_untouched(same, [&] { space_to_depth(x, same.view(), {.block_size = 3, .mode = mode::crd}); },
+                            "space_to_depth: input height 4 is not divisible by block_size 3");
+  expect_rejected_untouched(
+      same, [&] { space_to_depth(x, same.view(), {.block_size = 2, .mode = mode::crd, .framework = framework::onnx}); },
+      "space_to_depth: mode CRD is not supported under framework onnx (supported: DCR)");
+
+  const tensor quantized(dtype::qint8, {1, 2, 2, 8}, quantization{0.25f, 3});
+  testing::strided_buffer requantized(dtype::qint8, {1, 4, 4, 2}, testing::memory_style::contiguous);
+  const space_depth_options nnapi{.block_size = 2, .framework = framework::nnapi};
+  ASSERT_NO_THROW(depth_to_space(quantized, requantized.view(quantization{0.25f, 3}), nnapi));
+  testing::strided_buffer untouched(dtype::qint8, {1, 4, 4, 2}, testing::memory_style::contiguous);
+  expect_rejected_untouched(
+      untouched, [&] { depth_to_space(quantized, untouched.view(quantization{0.5f, 3}), nnapi); },
+      "depth_to_space: output quantization (scale 0.500000, zero point 3) differs from the input's "
+      "(scale 0.250000, zero point 3); quantized data passes through unchanged");
+}
+
+// Descriptions alike but for their mode, layout, strides or dtype, called in turn, more of them
+// than the calls keep: each output equals the reference's.
+TEST(SpaceDepthOperands, CallsAlternatingDescriptionsMatchTheReference) {
+  std::mt19937_64 rng(11);
+  struct variant {
+    dtype type;
+    space_depth_options options;
+    testing::memory_style style;
+  };
+  const variant variants[] = {
+      {dtype::uint8, {.block_size = 2, .mode = mode::dcr}, testing::memory_style::contiguous},
+      {dtype::uint8, {.block_size = 2, .mode = mode::crd}, testing::memory_style::contiguous},
+      {dtype::uint8, {.block_size = 2, .layout = layout::nhwc, .mode = mode::dcr}, testing::memory_style::contiguous},
+      {dtype::uint8, {.block_size = 2, .mode = mode::dcr}, testing::memory_style::padded},
+      {dtype::int16, {.block_size = 2, .mode = mode::dcr}, testing::memory_style::contiguous},
+      {dtype::uint8, {.block_size = 2, .mode = mode::dcr}, testing::memory_style::fortran},
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (const variant& v : variants) {
+      const tensor x = testing::random_tensor(v.type, {1, 8, 4, 4}, rng);
+      const shape_t out_shape = depth_to_space_shape(x.shape(), v.options);
+      tensor expected(v.type, out_shape);
+      reference::depth_to_space(x, expected.mutable_view(), v.options);
+      testing::strided_buffer actual(v.type, out_shape, v.style);
+      depth_to_space(x, actual.view(), v.options);
+      EXPECT_TRUE(testing::same_bytes(actual.gather(), expected)) << "variant " << (&v - variants) << " round " << round;
+      EXPECT_TRUE(actual.only_elements_written());
+    }
   }
 }
 

@@ -49,8 +49,9 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
 void check_description(const space_depth_geometry& geometry, const tensor_view& src,
                        const mutable_tensor_view& dst);
 /// Checks the buffers themselves: input and output must not overlap.
-void check_buffers(const space_depth_geometry& geometry, const void* src, std::span<const std::int64_t> src_strides,
-                   const void* dst, std::span<const std::int64_t> dst_strides, dtype type);
+void check_buffers(space_depth_op op, const void* src, std::span<const std::int64_t> src_shape,
+                   std::span<const std::int64_t> src_strides, const void* dst, std::span<const std::int64_t> dst_shape,
+                   std::span<const std::int64_t> dst_strides, dtype type);
 /// Both of the above.
 void check_operands(const space_depth_geometry& geometry, const tensor_view& src,
                     const mutable_tensor_view& dst);
