@@ -555,6 +555,11 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   // Outputs larger than the cache skip the read-for-ownership of every line they write: the 124
   // grid cells of 16 MiB that copy runs of 128 bytes or more, 1.43x (median 0.64 -> 0.88 of memcpy).
   plan.kernel = tile_kernel_for_isa(plan.width, output_streams(plan));
+  // 8-byte elements with no contiguous run on either side (64-way shuffles of 8-byte elements
+  // spill, see select_shuffle): 8 x 8 blocks transposed in registers.
+  const bool transpose = plan.width == 8 && plan.row.src_stride == 8 && plan.col.dst_stride == 8 &&
+                         plan.row.extent >= 8 && plan.col.extent >= 8 && active_isa() >= isa::avx512;
+  if (transpose) plan.kernel = transpose_tile_kernel_avx512();
   prefer_gather(plan, normalized, plan.width);
   return plan;
 }

@@ -61,6 +61,11 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming) noexcept;
 tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
 
+/// 2-D transposes of 8-byte elements, for tiles whose rows are contiguous in the source and whose
+/// columns are contiguous in the destination (row.src_stride = col.dst_stride = 8): 8 x 8 blocks
+/// transposed in registers.
+tile_kernel transpose_tile_kernel_avx512() noexcept;
+
 /// The axes a shuffle call walks besides its run: every inner position at every outer one
 /// (extent 1: absent).
 struct shuffle_repeat {
