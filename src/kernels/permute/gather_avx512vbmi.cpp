@@ -184,6 +184,8 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref, 
   // reload every bound and stride after each store.
   chunk_walk walk = walk_ref;
   const chunk_steps<N> chunk(first, count);
+  // The load choice is written out in both branches: a shared lambda, or one loop with no_groups
+  // as a single pass of zero strides, changed the one-group kernel's machine code.
   if constexpr (std::is_same_v<Groups, no_groups>) {
     if (walk.whole) {
       walk_rows<loads::whole>(chunk, walk);
@@ -294,12 +296,21 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   }
 }
 
+// A row of `bytes`: this many whole periods, then a part-period of `tail` bytes.
+struct row_periods {
+  std::int64_t whole;
+  std::int64_t tail;
+};
+row_periods periods_of(const gather_program& program, std::int64_t bytes) {
+  const std::int64_t whole = bytes / program.period_dst_bytes;
+  return {whole, bytes - whole * program.period_dst_bytes};
+}
+
 // One group's rows.
 void gather_group(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
                   const std::byte* src_end) {
   const std::int64_t period_dst = program.period_dst_bytes;
-  const std::int64_t whole = rows.bytes / period_dst;
-  const std::int64_t tail = rows.bytes - whole * period_dst;
+  const auto [whole, tail] = periods_of(program, rows.bytes);
   const no_groups one;
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
@@ -333,9 +344,7 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
   if (rows.groups > 1 && group_bytes <= strip_bytes) {
     // Whole groups of short rows per strip: a group alone may hold too few rows to repay each
     // chunk's set-up (3 rows of 1521 bytes).
-    const std::int64_t period_dst = program.period_dst_bytes;
-    const std::int64_t whole = rows.bytes / period_dst;
-    const std::int64_t tail = rows.bytes - whole * period_dst;
+    const auto [whole, tail] = periods_of(program, rows.bytes);
     const std::int64_t per_strip = strip_bytes / group_bytes;
     for (std::int64_t g = 0; g < rows.groups; g += per_strip) {
       row_groups groups{std::min(per_strip, rows.groups - g), rows.group_src_stride, rows.group_dst_stride};
