@@ -457,35 +457,65 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   }
 }
 
+// Runs the permute of packed 8-byte elements `axes` under every ISA cap against the element
+// loop, source and destination misaligned by `misalign` bytes, destination guarded; on AVX-512 a
+// plan for which `transpose_expected(plan)` holds must take the register transpose.
+template <class Expectation>
+void check_eight_byte_permute(const std::vector<permute_axis>& axes, std::int64_t misalign, std::mt19937_64& rng,
+                              const Expectation& transpose_expected) {
+  constexpr std::int64_t width = 8;
+  std::int64_t bytes = width;
+  for (const permute_axis& axis : axes) bytes *= axis.extent;
+  std::vector<std::byte> src(static_cast<std::size_t>(bytes + misalign));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
+  permute_naive(axes, src.data() + misalign, expected.data() + misalign, width);
+  for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (cap >= isa::avx512 && transpose_expected(plan)) {
+      EXPECT_EQ(kernel_name(plan), "transpose_x64_avx512") << describe(plan);
+    }
+    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+    run_permute(plan, src.data() + misalign, actual.data() + misalign, 1);
+    ASSERT_EQ(actual, expected) << describe(plan) << " misalign=" << misalign << " cap=" << to_string(cap);
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // Transposes of 8-byte elements ([P, R, C] -> [P, C, R]: no contiguous run on either side), whole
-// 8 x 8 blocks and every kind of edge block, source and destination misaligned by 0, 1 or 7
-// bytes, destination guarded, under every ISA cap, against the element loop; on AVX-512 the plan
+// 8 x 8 blocks and every kind of edge block, misaligned by 0, 1 or 7 bytes; on AVX-512 the plan
 // takes the register transpose where no shuffle does (over 16 ways either way).
 TEST(PermuteRun, TransposesOfEightByteElementsMatchOnEveryIsa) {
   std::mt19937_64 rng(29);
-  constexpr std::int64_t width = 8;
   for (std::int64_t planes : {1, 3}) {
     for (std::int64_t rows : {8, 9, 13, 19, 67}) {
       for (std::int64_t cols : {8, 11, 24, 64, 70}) {
         for (std::int64_t misalign : {0, 1, 7}) {
-          const auto axes = packed_transpose({planes, rows, cols}, {0, 2, 1}, width);
-          const std::int64_t bytes = planes * rows * cols * width;
-          std::vector<std::byte> src(static_cast<std::size_t>(bytes + misalign));
-          for (auto& v : src) v = static_cast<std::byte>(rng());
-          std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
-          permute_naive(axes, src.data() + misalign, expected.data() + misalign, width);
-          for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
-            if (cap > detected_isa()) continue;
-            set_max_isa(cap);
-            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-            if (cap >= isa::avx512 && std::min(rows, cols) > max_register_ways) {  // else a shuffle
-              EXPECT_EQ(kernel_name(plan), "transpose_x64_avx512") << describe(plan);
-            }
-            std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-            run_permute(plan, src.data() + misalign, actual.data() + misalign, 1);
-            ASSERT_EQ(actual, expected) << describe(plan) << " misalign=" << misalign << " cap=" << to_string(cap);
-          }
-          set_max_isa(isa::avx512vbmi);
+          const auto axes = packed_transpose({planes, rows, cols}, {0, 2, 1}, 8);
+          const bool over_shuffle_ways = std::min(rows, cols) > max_register_ways;
+          check_eight_byte_permute(axes, misalign, rng, [&](const permute_plan&) { return over_shuffle_ways; });
+        }
+      }
+    }
+  }
+}
+
+// Transposes of 8-byte elements whose source-contiguous axis is not the destination's second
+// ([P, C, Q, R] -> [P, R, Q, C]: s2d NHWC CRD and channels-last K = 3 of 64 channels of 8 bytes;
+// d2s channels-last CRD, with source runs of 3 or 4 elements): the register transpose takes the
+// source-contiguous axis as its rows, wherever it lies and however short, unless a shuffle or a
+// gather takes the plan.
+TEST(PermuteRun, TransposesTakeTheSourceContiguousAxisWhereverItLies) {
+  std::mt19937_64 rng(31);
+  for (std::int64_t between : {2, 5}) {
+    for (std::int64_t rows : {2, 3, 8, 13}) {
+      for (std::int64_t cols : {8, 11, 64}) {
+        for (std::int64_t misalign : {0, 7}) {
+          const auto axes = packed_transpose({2, cols, between, rows}, {0, 3, 2, 1}, 8);
+          check_eight_byte_permute(axes, misalign, rng,
+                                   [](const permute_plan& plan) { return !plan.shuffle && !plan.gather; });
         }
       }
     }

@@ -536,7 +536,23 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     plan.col = fused.back();
     fused.pop_back();
   }
-  if (!fused.empty()) {
+  // 8-byte elements with no contiguous run on either side (64-way shuffles of 8-byte elements
+  // spill, see select_shuffle) are transposed 8 x 8 in registers; that tile's rows must be the
+  // source-contiguous axis, wherever the destination order put it, and however short (runs of 3
+  // or 4 elements load under a mask). Its columns are whole 64-byte stores: with 3 or 4 columns
+  // the masked 24-32 byte stores ran at 0.6-0.7x of the element loop.
+  const bool transpose =
+      plan.width == 8 && plan.col.dst_stride == 8 && plan.col.extent >= 8 && active_isa() >= isa::avx512;
+  if (transpose) {
+    const auto source_run =
+        std::find_if(fused.begin(), fused.end(), [](const permute_axis& axis) { return axis.src_stride == 8; });
+    if (source_run != fused.end()) {
+      std::rotate(source_run, source_run + 1, fused.end());  // the others keep their order
+      plan.row = fused.back();
+      fused.pop_back();
+    }
+  }
+  if (!fused.empty() && plan.row.extent == 1) {
     plan.row = fused.back();
     fused.pop_back();
   }
@@ -555,11 +571,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   // Outputs larger than the cache skip the read-for-ownership of every line they write: the 124
   // grid cells of 16 MiB that copy runs of 128 bytes or more, 1.43x (median 0.64 -> 0.88 of memcpy).
   plan.kernel = tile_kernel_for_isa(plan.width, output_streams(plan));
-  // 8-byte elements with no contiguous run on either side (64-way shuffles of 8-byte elements
-  // spill, see select_shuffle): 8 x 8 blocks transposed in registers.
-  const bool transpose = plan.width == 8 && plan.row.src_stride == 8 && plan.col.dst_stride == 8 &&
-                         plan.row.extent >= 8 && plan.col.extent >= 8 && active_isa() >= isa::avx512;
-  if (transpose) plan.kernel = transpose_tile_kernel_avx512();
+  if (transpose && plan.row.src_stride == 8) plan.kernel = transpose_tile_kernel_avx512();
   prefer_gather(plan, normalized, plan.width);
   return plan;
 }
