@@ -153,7 +153,8 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
 }
 
 // Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16, 32, 64}, widths 1..8, lengths around the
-// vector sizes, padded source rows, on every ISA the host has; compared with the plain strided copy.
+// vector sizes (and the 8 x 8 blocks of the transposing kernels), padded source rows, on every ISA
+// the host has; compared with the plain strided copy.
 TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   std::mt19937_64 rng(99);
   for (std::int64_t b : {2, 3, 4, 8, 9, 16, 32, 64}) {
@@ -186,9 +187,12 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             if (plan.gather) {
               // Short runs of 2-4 ways: with VBMI a periodic gather beats the shuffle.
               EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);
-            } else if (wide && (cap < isa::avx512 || width == 8)) {
-              // 32 and 64 ways: AVX-512 only, and slower than the tile for 8-byte elements.
+            } else if (wide && cap < isa::avx512) {  // 32 and 64 ways: AVX-512 only
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
+            } else if (wide && width == 8 && length >= (interleave ? 2 : 8)) {
+              // 8-byte elements: the tile transpose, wherever its columns (the destination's
+              // contiguous axis) number 8 or more.
+              EXPECT_EQ(kernel_name(plan), "transpose_x64_avx512") << describe(plan);
             } else if (length >= 4 && cap == isa::scalar && !power_of_two) {
               // SSE2 has no general two-source permutes: the scalar level copies elements.
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
@@ -197,7 +201,9 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // Byte permutes: with VBMI one vpermt2b each (all but the power-of-two interleaves,
               // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
               // (vpshufb), so AVX-512 takes AVX2's.
-              if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
+              if (wide && width >= 4) {  // block transposes instead of a network that spills
+                EXPECT_NE(kernel_name(plan).find("_transposing_avx512"), std::string::npos) << describe(plan);
+              } else if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
                 EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);
               } else if (width == 1 && !power_of_two) {
                 EXPECT_NE(kernel_name(plan).find("_avx2"), std::string::npos) << describe(plan);
