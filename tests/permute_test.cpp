@@ -201,7 +201,7 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // Byte permutes: with VBMI one vpermt2b each (all but the power-of-two interleaves,
               // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
               // (vpshufb), so AVX-512 takes AVX2's.
-              if (wide && width >= 4) {  // block transposes instead of a network that spills
+              if (wide && width >= 2) {  // block transposes instead of a network that spills
                 EXPECT_NE(kernel_name(plan).find("_transposing_avx512"), std::string::npos) << describe(plan);
               } else if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
                 EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);

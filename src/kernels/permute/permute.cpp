@@ -80,16 +80,17 @@ struct shuffle_choice {
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false) {
   const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
   // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
-  // only. With 64 vectors in flight the shuffle network spills; for 1-2 byte elements it still
-  // runs 1.1-3x faster than the element-by-element tile that is the alternative. 4-byte elements
-  // take 8 x 8 block transposes instead (same-run A/B over the 26 such grid cells against the
-  // network: 5.5x at 64 KiB, 3.7x at 1 MiB, 1.8x at 16 MiB). For 8-byte ones the tile transpose
+  // only. With 64 vectors in flight the shuffle network spills; for bytes it still runs 1.1-3x
+  // faster than the element-by-element tile that is the alternative. 2- and 4-byte elements take
+  // 8 x 8 block transposes instead (same-run A/B over the 26 such grid cells of each width against
+  // the network: 4-byte 6.1x at 64 KiB, 3.9x at 1 MiB, 1.7x at 16 MiB; 2-byte 3.7x, 2.6x, 1.4x,
+  // with 3 of the 8 cells at 16 MiB slower, 0.68-0.82x). For 8-byte ones the tile transpose
   // (transpose_tile_kernel_avx512) was as fast or faster where it applies; the block-transposing
   // shuffle serves them only where it does not (`wide_eight_byte`, see plan_permute).
   const bool wide = ways > max_register_ways;
   if (wide) {
     if (active_isa() < isa::avx512) return {};
-    if (width == 4 || (width == 8 && wide_eight_byte)) {
+    if (width == 2 || width == 4 || (width == 8 && wide_eight_byte)) {
       return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
     }
     if (width > 4) return {};

@@ -1,18 +1,18 @@
-// Register transposes of 4- and 8-byte elements, built for the avx512 level (flags set in
+// Register transposes of 2-, 4- and 8-byte elements, built for the avx512 level (flags set in
 // CMakeLists.txt). The channels-last CRD and channels-first DCR tensors of 64 channels, whose b^K
 // block offsets and channels swap places, are 2-D transposes with no contiguous run on either
-// side. Moved an element at a time, 8-byte ones ran at 0.04-0.2 of memcpy; 4-byte ones, through
-// 64-way shuffles whose 64 vectors spill, at 0.05-0.3.
+// side. Moved an element at a time, 8-byte ones ran at 0.04-0.2 of memcpy; 2- and 4-byte ones,
+// through 64-way shuffles whose 64 vectors spill, at 0.05-0.3.
 //
 // Two entry points: the tile kernel for 8-byte elements,
 //
 //   for p < planes, r < rows, c < cols:
 //     dst[p * dst_plane + r * dst_row + c * 8] = src[p * src_plane + r * 8 + c * src_col]
 //
-// and 32- and 64-way (de-)interleaves of 4- and 8-byte elements (shuffle_fn), whose ways are the
-// columns. Both work in 8 x 8 blocks: eight loads along the source rows (64 bytes of 8-byte
-// elements, 32 of 4-byte ones: on Zen 4 a 512-bit shuffle costs two 256-bit ones, so 16 x 16
-// blocks of 4-byte elements would save nothing and need 16 columns), a transpose in registers,
+// and 32- and 64-way (de-)interleaves of 2-, 4- and 8-byte elements (shuffle_fn), whose ways are
+// the columns. Both work in 8 x 8 blocks: eight loads along the source rows (64, 32 or 16 bytes:
+// on Zen 4 a 512-bit shuffle costs two 256-bit ones, so 16 x 16 blocks of 4-byte elements would
+// save nothing and need 16 columns), a transpose in registers,
 // eight stores along the destination rows. Blocks at the edges load and store under element
 // masks.
 #include <immintrin.h>
@@ -86,6 +86,26 @@ inline void transpose_8x8(__m256i (&v)[block]) {
   }
 }
 
+// The 2-byte form: unpacks of 16-, 32- and then 64-bit pairs.
+inline void transpose_8x8(__m128i (&v)[block]) {
+  __m128i pairs[block];
+  interleave_neighbours(
+      v, pairs, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
+      [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
+  // quads[4 * h + j] holds elements 2j and 2j + 1 of sources 4h to 4h + 3.
+  __m128i quads[block];
+  for (int h = 0; h < block; h += 4) {
+    quads[h] = _mm_unpacklo_epi32(pairs[h], pairs[h + 2]);
+    quads[h + 1] = _mm_unpackhi_epi32(pairs[h], pairs[h + 2]);
+    quads[h + 2] = _mm_unpacklo_epi32(pairs[h + 1], pairs[h + 3]);
+    quads[h + 3] = _mm_unpackhi_epi32(pairs[h + 1], pairs[h + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = _mm_unpacklo_epi64(quads[j], quads[j + 4]);
+    v[2 * j + 1] = _mm_unpackhi_epi64(quads[j], quads[j + 4]);
+  }
+}
+
 // Loads, stores and the register of eight elements of `Width` bytes.
 template <std::int64_t Width>
 struct lanes_of;
@@ -98,6 +118,16 @@ struct lanes_of<8> {
   static vector load(const std::byte* p, __mmask8 mask) { return _mm512_maskz_loadu_epi64(mask, p); }
   static void store(std::byte* p, __mmask8 mask, vector v) { _mm512_mask_storeu_epi64(p, mask, v); }
   static vector zero() { return _mm512_setzero_si512(); }
+};
+
+template <>
+struct lanes_of<2> {
+  using vector = __m128i;
+  static vector load(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static void store(std::byte* p, vector v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+  static vector load(const std::byte* p, __mmask8 mask) { return _mm_maskz_loadu_epi16(mask, p); }
+  static void store(std::byte* p, __mmask8 mask, vector v) { _mm_mask_storeu_epi16(p, mask, v); }
+  static vector zero() { return _mm_setzero_si128(); }
 };
 
 template <>
@@ -227,6 +257,7 @@ tile_kernel transpose_tile_kernel_avx512() noexcept { return {transpose<8>, "tra
 namespace regrid::kernels {
 shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave) noexcept {
   switch (width) {
+    case 2: return interleave ? transposing_for_ways<2, true>(ways) : transposing_for_ways<2, false>(ways);
     case 4: return interleave ? transposing_for_ways<4, true>(ways) : transposing_for_ways<4, false>(ways);
     case 8: return interleave ? transposing_for_ways<8, true>(ways) : transposing_for_ways<8, false>(ways);
     default: return nullptr;
