@@ -451,13 +451,15 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
 }
 
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
-// where block_gather_beats does; `normalized` are the axes the plan was made from (none without
-// VBMI: gathers need it).
-void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalized, std::size_t width) {
+// where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
+// VBMI.
+void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t width) {
   // No gather would win: skip building programs.
-  if (!normalized || (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, min_gather_block_bytes))) return;
-  const axis_list& axes = *normalized;
-  gather_candidates candidates = find_gathers(axes, width);
+  if (active_isa() < isa::avx512vbmi ||
+      (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, min_gather_block_bytes))) {
+    return;
+  }
+  gather_candidates candidates = find_gathers(normalized, width);
   std::optional<found_gather> found;
   if (candidates.periodic && gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
                                           candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
@@ -469,8 +471,8 @@ void prefer_gather(permute_plan& plan, const std::optional<axis_list>& normalize
     return;
   }
   gather_tile& tile = found->tile;
-  axis_list outer = axes;
-  while (outer.size() > axes.size() - found->axes_taken) outer.pop_back();
+  axis_list outer = normalized;
+  while (outer.size() > normalized.size() - found->axes_taken) outer.pop_back();
   if (!outer.empty()) {
     tile.rows = outer.back();
     outer.pop_back();
@@ -536,10 +538,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     fused.pop_back();
   }
 
-  // The kernels below consume the axes; a gather is planned from them afterwards, on VBMI only.
-  const std::optional<axis_list> normalized =
-      active_isa() >= isa::avx512vbmi ? std::optional<axis_list>(fused) : std::nullopt;
-  const axis_list unconsumed = fused;  // for the block-transposing shuffle of 8-byte elements, below
+  // The kernels below consume the axes; a gather, and the block-transposing shuffle of 8-byte
+  // elements, are planned from them afterwards.
+  const axis_list normalized = fused;
   if (choose_shuffle(plan, fused)) {
     prefer_gather(plan, normalized, plan.width);
     return plan;
@@ -593,7 +594,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     permute_plan wide;
     wide.width = plan.width;
     wide.total_bytes = plan.total_bytes;
-    axis_list wide_axes = unconsumed;
+    axis_list wide_axes = normalized;
     if (choose_shuffle(wide, wide_axes, true)) plan = std::move(wide);
   }
   prefer_gather(plan, normalized, plan.width);

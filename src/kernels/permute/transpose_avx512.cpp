@@ -44,17 +44,23 @@ inline void interleave_neighbours(const Vector (&v)[block], Vector (&pairs)[bloc
   }
 }
 
+// The second round: the first pair of each four with the third, the second with the fourth.
+template <class Vector, class Low, class High>
+inline void interleave_pairs(const Vector (&pairs)[block], Vector (&quads)[block], Low low, High high) {
+  for (int h = 0; h < block; h += 4) {
+    quads[h] = low(pairs[h], pairs[h + 2]);
+    quads[h + 1] = high(pairs[h], pairs[h + 2]);
+    quads[h + 2] = low(pairs[h + 1], pairs[h + 3]);
+    quads[h + 3] = high(pairs[h + 1], pairs[h + 3]);
+  }
+}
+
 inline void transpose_8x8(__m512i (&v)[block]) {
   __m512i pairs[block];
   interleave_neighbours(v, pairs, low_halves, high_halves);
   // Lanes 0 and 2 of each, or 1 and 3 (imm 0x88, 0xDD), of two vectors.
   __m512i quads[block];
-  for (int i = 0; i < block; i += 4) {
-    quads[i] = lanes<0x88>(pairs[i], pairs[i + 2]);
-    quads[i + 1] = lanes<0xDD>(pairs[i], pairs[i + 2]);
-    quads[i + 2] = lanes<0x88>(pairs[i + 1], pairs[i + 3]);
-    quads[i + 3] = lanes<0xDD>(pairs[i + 1], pairs[i + 3]);
-  }
+  interleave_pairs(pairs, quads, lanes<0x88>, lanes<0xDD>);
   // quads[0..3] hold elements (0, 2, 1, 3) and (4, 6, 5, 7) of sources 0-3; quads[4..7] of 4-7.
   v[0] = lanes<0x88>(quads[0], quads[4]);
   v[4] = lanes<0xDD>(quads[0], quads[4]);
@@ -74,12 +80,9 @@ inline void transpose_8x8(__m256i (&v)[block]) {
       [](__m256i a, __m256i b) { return _mm256_unpackhi_epi32(a, b); });
   // quads[4 * h + j] holds elements j and j + 4 of sources 4h to 4h + 3.
   __m256i quads[block];
-  for (int h = 0; h < block; h += 4) {
-    quads[h] = _mm256_unpacklo_epi64(pairs[h], pairs[h + 2]);
-    quads[h + 1] = _mm256_unpackhi_epi64(pairs[h], pairs[h + 2]);
-    quads[h + 2] = _mm256_unpacklo_epi64(pairs[h + 1], pairs[h + 3]);
-    quads[h + 3] = _mm256_unpackhi_epi64(pairs[h + 1], pairs[h + 3]);
-  }
+  interleave_pairs(
+      pairs, quads, [](__m256i a, __m256i b) { return _mm256_unpacklo_epi64(a, b); },
+      [](__m256i a, __m256i b) { return _mm256_unpackhi_epi64(a, b); });
   for (int j = 0; j < 4; ++j) {
     v[j] = _mm256_permute2x128_si256(quads[j], quads[j + 4], 0x20);
     v[j + 4] = _mm256_permute2x128_si256(quads[j], quads[j + 4], 0x31);
@@ -94,12 +97,9 @@ inline void transpose_8x8(__m128i (&v)[block]) {
       [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
   // quads[4 * h + j] holds elements 2j and 2j + 1 of sources 4h to 4h + 3.
   __m128i quads[block];
-  for (int h = 0; h < block; h += 4) {
-    quads[h] = _mm_unpacklo_epi32(pairs[h], pairs[h + 2]);
-    quads[h + 1] = _mm_unpackhi_epi32(pairs[h], pairs[h + 2]);
-    quads[h + 2] = _mm_unpacklo_epi32(pairs[h + 1], pairs[h + 3]);
-    quads[h + 3] = _mm_unpackhi_epi32(pairs[h + 1], pairs[h + 3]);
-  }
+  interleave_pairs(
+      pairs, quads, [](__m128i a, __m128i b) { return _mm_unpacklo_epi32(a, b); },
+      [](__m128i a, __m128i b) { return _mm_unpackhi_epi32(a, b); });
   for (int j = 0; j < 4; ++j) {
     v[2 * j] = _mm_unpacklo_epi64(quads[j], quads[j + 4]);
     v[2 * j + 1] = _mm_unpackhi_epi64(quads[j], quads[j + 4]);
