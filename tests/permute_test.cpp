@@ -201,7 +201,7 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // Byte permutes: with VBMI one vpermt2b each (all but the power-of-two interleaves,
               // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
               // (vpshufb), so AVX-512 takes AVX2's.
-              if (wide && width >= 2) {  // block transposes instead of a network that spills
+              if (wide) {  // block transposes instead of a network that spills
                 EXPECT_NE(kernel_name(plan).find("_transposing_avx512"), std::string::npos) << describe(plan);
               } else if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
                 EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);
@@ -232,18 +232,23 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 
 // The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
 // each kernel, destination rows on cache lines (streamed) and off them (ordinary stores), whole
-// vectors plus masked tails, two repeat positions; compared with the element-by-element copy.
+// vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces, two repeat
+// positions; compared with the element-by-element copy.
 TEST(PermuteRun, StreamingShufflesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(31);
   auto round_up = [](std::int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  for (std::int64_t b : {2, 3, 4, 8, 16, 64}) {
+  for (std::int64_t b : {2, 3, 4, 8, 16, 32, 64}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
       const std::int64_t lanes = 64 / width;
-      for (std::int64_t length : {lanes, lanes + 1, 3 * lanes + 5}) {
+      const std::int64_t piece = 16384 / (b * width);
+      for (std::int64_t length : {lanes, lanes + 1, 3 * lanes + 5, piece + 35}) {
         for (bool interleave : {true, false}) {
-          const shuffle_fn fn = shuffle_kernel_avx512(static_cast<std::size_t>(width), b, interleave);
-          if (fn == nullptr) continue;  // B = 3 for bytes: built from AVX2 and VBMI only
+          const auto w = static_cast<std::size_t>(width);
+          // B = 3 for bytes: built from AVX2 and VBMI only; B = 32, 64: block transposes only.
+          const shuffle_fn fn = b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
+                                                      : shuffle_kernel_avx512(w, b, interleave);
+          if (fn == nullptr) continue;
           for (std::int64_t misalign : {0, 8}) {
             // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
             // ways of the run; the call repeats at two positions.

@@ -80,22 +80,17 @@ struct shuffle_choice {
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false) {
   const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
   // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
-  // only. With 64 vectors in flight the shuffle network spills; for bytes it still runs 1.1-3x
-  // faster than the element-by-element tile that is the alternative. 2- and 4-byte elements take
-  // 8 x 8 block transposes instead (same-run A/B over the 26 such grid cells of each width against
-  // the network: 4-byte 6.1x at 64 KiB, 3.9x at 1 MiB, 1.7x at 16 MiB; 2-byte 3.7x, 2.6x, 1.4x,
-  // with 3 of the 8 cells at 16 MiB slower, 0.68-0.82x). For 8-byte ones the tile transpose
-  // (transpose_tile_kernel_avx512) was as fast or faster where it applies; the block-transposing
-  // shuffle serves them only where it does not (`wide_eight_byte`, see plan_permute).
-  const bool wide = ways > max_register_ways;
-  if (wide) {
-    if (active_isa() < isa::avx512) return {};
-    if (width == 2 || width == 4 || (width == 8 && wide_eight_byte)) {
-      return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
-    }
-    if (width > 4) return {};
+  // only, as block transposes in registers (transposing_shuffle_kernel_avx512). The shuffle
+  // networks of that many ways keep 64 vectors in flight and spill; same-run A/Bs over the 26
+  // such grid cells of each width against them: bytes 5.4x at 64 KiB, 3.3x at 1 MiB, 1.4x at 16
+  // MiB; 2-byte 3.7x, 2.6x, 1.4x; 4-byte 6.1x, 3.9x, 1.7x. For 8-byte elements the tile
+  // transpose (transpose_tile_kernel_avx512) was as fast or faster where it applies; the block-
+  // transposing shuffle serves them only where it does not (`wide_eight_byte`, see plan_permute).
+  if (ways > max_register_ways) {
+    if (active_isa() < isa::avx512 || (width == 8 && !wide_eight_byte)) return {};
+    return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
   }
-  if (width == 1 && active_isa() >= isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
+  if (width == 1 && active_isa() >= isa::avx512vbmi && !(interleave && power_of_two)) {
     return {shuffle_kernel_avx512vbmi(width, ways, interleave), isa::avx512vbmi};
   }
   isa level = std::min(active_isa(), isa::avx512);
@@ -249,8 +244,12 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // and ordinary stores as the alignment varied.
   const bool on_lines = direct.inner.dst_stride % 64 == 0 && direct.outer.dst_stride % 64 == 0;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  // The block-transposing de-interleaves do not stream: their far-side rows are written 256
+  // bytes at a time (a piece of each of 64 rows), and streaming those read 0.76-1.2x of ordinary
+  // stores over the 6 such 16 MiB cells; their interleaves stream whole 16 KiB pieces.
   direct.streaming = output_streams(plan) && on_lines &&
-                     (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+                     (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways))) &&
+                     (best->interleave || !kernel.transposes);
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
   const bool staged = best->interleave ? run_bytes < staged_interleave_run_bytes

@@ -83,9 +83,8 @@ inline constexpr std::int64_t max_register_ways = 16;
 
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
-/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}, and from
-/// AVX-512 on B in {32, 64} for width 1 (transposing_shuffle_kernel_avx512 has the others); null
-/// otherwise.
+/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}
+/// (transposing_shuffle_kernel_avx512 has B in {32, 64}); null otherwise.
 /// The run is repeated at every position of `repeat`.
 using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
                             const shuffle_repeat& repeat);
@@ -94,8 +93,10 @@ shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interl
 shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
 /// Width 1 only (null otherwise): the avx512 kernels built with AVX512-VBMI byte permutes.
 shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool interleave);
-/// Widths 2, 4 and 8, 32 or 64 ways (null otherwise): the shuffle as 8 x 8 block transposes in
-/// registers (the avx512 level).
+/// Widths 1, 2, 4 and 8, 32 or 64 ways (null otherwise): the shuffle as block transposes in
+/// registers (8 x 8 elements; bytes 16 x 16 in each 128-bit lane), the avx512 level. With
+/// repeat.streaming an interleave writes its output with streaming stores; a de-interleave
+/// ignores it.
 shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 
 /// A B-way shuffle over a run axis whose one side is contiguous, chosen instead of a tile.
