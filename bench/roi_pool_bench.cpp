@@ -11,8 +11,8 @@
 #include <string>
 
 #include "io/npy.hpp"
-#include "space_depth_cases.hpp"
 #include "regrid/regrid.hpp"
+#include "space_depth_cases.hpp"
 
 namespace {
 
@@ -56,13 +56,18 @@ std::optional<prepared> load_prepared(const roi_case& c, regrid::layout memory_l
     for (std::int64_t ch = 0; ch < s[1]; ++ch)
       for (std::int64_t i = 0; i < s[2] * s[3]; ++i) {
         const float value = from[(n * s[1] + ch) * s[2] * s[3] + i];
-        if (memory_layout == regrid::layout::nchw) to[(n * s[1] + ch) * s[2] * s[3] + i] = value;
-        else to[(n * s[2] * s[3] + i) * s[1] + ch] = value;
+        if (memory_layout == regrid::layout::nchw)
+          to[(n * s[1] + ch) * s[2] * s[3] + i] = value;
+        else
+          to[(n * s[2] * s[3] + i) * s[1] + ch] = value;
       }
   p.rois = regrid::tensor(regrid::dtype::float32, rois.shape);
   std::memcpy(p.rois.data(), rois.storage.data(), p.rois.size_bytes());
-  p.options = {.pooled_height = c.pooled, .pooled_width = c.pooled, .spatial_scale = c.scale,
-               .layout = memory_layout, .framework = regrid::roi_framework::torchvision};
+  p.options = {.pooled_height = c.pooled,
+               .pooled_width = c.pooled,
+               .spatial_scale = c.scale,
+               .layout = memory_layout,
+               .framework = regrid::roi_framework::torchvision};
   return p;
 }
 
@@ -71,8 +76,9 @@ prepared prepare(const roi_case& c, regrid::layout memory_layout) {
   std::mt19937_64 rng(42);
   const auto [n, ch, h, w] = std::array{c.nchw[0], c.nchw[1], c.nchw[2], c.nchw[3]};
   prepared p;
-  p.input = regrid::tensor(regrid::dtype::float32,
-                           memory_layout == regrid::layout::nchw ? regrid::shape_t{n, ch, h, w} : regrid::shape_t{n, h, w, ch});
+  p.input =
+      regrid::tensor(regrid::dtype::float32, memory_layout == regrid::layout::nchw ? regrid::shape_t{n, ch, h, w}
+                                                                                   : regrid::shape_t{n, h, w, ch});
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (std::int64_t i = 0; i < p.input.numel(); ++i) p.input.data_as<float>()[i] = value(rng);
   // Boxes in image coordinates (feature size / scale), random inside the image.
@@ -90,8 +96,11 @@ prepared prepare(const roi_case& c, regrid::layout memory_layout) {
     row[3] = static_cast<float>(std::max(x1, x2));
     row[4] = static_cast<float>(std::max(y1, y2));
   }
-  p.options = {.pooled_height = c.pooled, .pooled_width = c.pooled, .spatial_scale = c.scale,
-               .layout = memory_layout, .framework = regrid::roi_framework::torchvision};
+  p.options = {.pooled_height = c.pooled,
+               .pooled_width = c.pooled,
+               .spatial_scale = c.scale,
+               .layout = memory_layout,
+               .framework = regrid::roi_framework::torchvision};
   return p;
 }
 
@@ -127,7 +136,8 @@ void backward(benchmark::State& state, const roi_case& c, regrid::layout memory_
   const regrid::roi_pool_result result = regrid::roi_pool(p.input, p.rois, p.options, std::nullopt, true);
   const regrid::tensor batch = regrid::roi_batch_indices(p.rois, c.nchw[0], p.options);
   for (auto _ : state) {
-    regrid::tensor grad = regrid::roi_pool_backward(result.output, result.argmax, p.input.shape(), memory_layout, batch.view());
+    regrid::tensor grad =
+        regrid::roi_pool_backward(result.output, result.argmax, p.input.shape(), memory_layout, batch.view());
     benchmark::DoNotOptimize(grad.data());
   }
   state.counters["threads"] = regrid::num_threads();
@@ -147,7 +157,8 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("roi_pool_forward_into/" + suffix).c_str(), forward_into, c, memory_layout)
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("roi_pool_backward/" + suffix).c_str(), backward, c, memory_layout)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("roi_pool_backward/" + suffix).c_str(), backward, c, memory_layout)
+          ->Unit(benchmark::kMillisecond);
     }
   }
   benchmark::Initialize(&argc, argv);

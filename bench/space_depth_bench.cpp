@@ -24,8 +24,10 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c,
   const regrid::tensor_view src_view = src.view();
   const regrid::mutable_tensor_view dst_view = dst.mutable_view();
   for (auto _ : state) {
-    if (c.to_depth) regrid::space_to_depth(src_view, dst_view, options);
-    else regrid::depth_to_space(src_view, dst_view, options);
+    if (c.to_depth)
+      regrid::space_to_depth(src_view, dst_view, options);
+    else
+      regrid::depth_to_space(src_view, dst_view, options);
     benchmark::DoNotOptimize(dst.data());
   }
   const regrid::bench::timing t = regrid::bench::measure(c, threads, 5);

@@ -12,8 +12,12 @@ namespace regrid::bench {
 namespace {
 
 const layout_variant variants[] = {
-    {"NHWC", layout::nhwc, 2},          {"NCHW", layout::nchw, 2},           {"NCHW_VECT_C", layout::nchw_vect_c, 2},
-    {"CF-K1", layout::channels_first, 1}, {"CF-K3", layout::channels_first, 3}, {"CL-K3", layout::channels_last, 3},
+    {"NHWC", layout::nhwc, 2},
+    {"NCHW", layout::nchw, 2},
+    {"NCHW_VECT_C", layout::nchw_vect_c, 2},
+    {"CF-K1", layout::channels_first, 1},
+    {"CF-K3", layout::channels_first, 3},
+    {"CL-K3", layout::channels_last, 3},
 };
 
 dtype type_of_width(std::size_t width) {
@@ -31,7 +35,8 @@ shape_t shape_for(const space_depth_case& c) {
   const int K = c.variant.spatial_rank;
   const double vector = c.variant.layout == layout::nchw_vect_c ? 4.0 : 1.0;
   const double block_volume = std::pow(static_cast<double>(c.block), K);
-  const double coarse_volume = static_cast<double>(c.target_bytes) / (width * vector * static_cast<double>(c.channels) * block_volume);
+  const double coarse_volume =
+      static_cast<double>(c.target_bytes) / (width * vector * static_cast<double>(c.channels) * block_volume);
   const auto coarse = std::max<std::int64_t>(1, std::llround(std::pow(std::max(coarse_volume, 1.0), 1.0 / K)));
   shape_t space{1};
   const bool last = c.variant.layout == layout::nhwc || c.variant.layout == layout::channels_last;
@@ -81,11 +86,13 @@ std::vector<space_depth_case> make_grid(const grid_options& options) {
         if (variant.layout == layout::nchw_vect_c && order == mode::crd) continue;
         for (std::size_t width : widths) {
           if (variant.layout == layout::nchw_vect_c && width != 1) continue;
-          for (std::int64_t block : options.quick ? std::span<const std::int64_t>(blocks_quick) : std::span<const std::int64_t>(blocks_full)) {
+          for (std::int64_t block : options.quick ? std::span<const std::int64_t>(blocks_quick)
+                                                  : std::span<const std::int64_t>(blocks_full)) {
             if (variant.spatial_rank == 3 && block == 8 && !options.quick) {
               // b^3 = 512 channels per small channel: keep it, the run lengths are what matter.
             }
-            for (std::int64_t channels : options.quick ? std::span<const std::int64_t>(channels_quick) : std::span<const std::int64_t>(channels_full)) {
+            for (std::int64_t channels : options.quick ? std::span<const std::int64_t>(channels_quick)
+                                                       : std::span<const std::int64_t>(channels_full)) {
               for (std::int64_t size : sizes) {
                 space_depth_case c;
                 c.to_depth = to_depth;
@@ -123,7 +130,8 @@ int take_threads_flag(int& argc, char** argv) {
 timing measure(const space_depth_case& c, int threads, int repetitions) {
   const space_depth_options options = options_of(c);
   tensor src(c.type, c.input_shape);
-  const shape_t out_shape = c.to_depth ? space_to_depth_shape(c.input_shape, options) : depth_to_space_shape(c.input_shape, options);
+  const shape_t out_shape =
+      c.to_depth ? space_to_depth_shape(c.input_shape, options) : depth_to_space_shape(c.input_shape, options);
   tensor dst(c.type, out_shape);
   std::memset(src.data(), 1, src.size_bytes());
   const int saved = num_threads();
@@ -142,8 +150,10 @@ timing measure(const space_depth_case& c, int threads, int repetitions) {
   const tensor_view src_view = src.view();
   const mutable_tensor_view dst_view = dst.mutable_view();
   auto run = [&] {
-    if (c.to_depth) space_to_depth(src_view, dst_view, options);
-    else depth_to_space(src_view, dst_view, options);
+    if (c.to_depth)
+      space_to_depth(src_view, dst_view, options);
+    else
+      depth_to_space(src_view, dst_view, options);
   };
   auto seconds = [](auto body) {
     const auto start = std::chrono::steady_clock::now();
@@ -158,8 +168,14 @@ timing measure(const space_depth_case& c, int threads, int repetitions) {
   std::vector<double> op_times;
   std::vector<double> copy_times;
   for (int r = 0; r < repetitions; ++r) {
-    copy_times.push_back(seconds([&] { for (int i = 0; i < inner; ++i) copy(); }) / inner);
-    op_times.push_back(seconds([&] { for (int i = 0; i < inner; ++i) run(); }) / inner);
+    copy_times.push_back(seconds([&] {
+                           for (int i = 0; i < inner; ++i) copy();
+                         }) /
+                         inner);
+    op_times.push_back(seconds([&] {
+                         for (int i = 0; i < inner; ++i) run();
+                       }) /
+                       inner);
   }
   set_num_threads(saved);
   std::sort(op_times.begin(), op_times.end());

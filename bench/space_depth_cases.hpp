@@ -11,7 +11,7 @@
 namespace regrid::bench {
 
 struct layout_variant {
-  const char* name;        // "NHWC", "NCHW", "NCHW_VECT_C", "CF-K1", "CF-K3", "CL-K3"
+  const char* name;  // "NHWC", "NCHW", "NCHW_VECT_C", "CF-K1", "CF-K3", "CL-K3"
   regrid::layout layout;
   int spatial_rank;
 };
@@ -42,7 +42,9 @@ struct timing {
   double op_seconds = 0;      // median
   double memcpy_seconds = 0;  // median, same bytes, same buffers, interleaved with the op
   [[nodiscard]] double ratio() const { return memcpy_seconds / op_seconds; }
-  [[nodiscard]] double gigabytes_per_second(std::int64_t bytes) const { return 2.0 * static_cast<double>(bytes) / op_seconds / 1e9; }
+  [[nodiscard]] double gigabytes_per_second(std::int64_t bytes) const {
+    return 2.0 * static_cast<double>(bytes) / op_seconds / 1e9;
+  }
 };
 
 /// Removes a leading --threads=N from the command line (before Google Benchmark's flags) and

@@ -33,7 +33,8 @@ double median_seconds(Body body, int repetitions) {
 }
 
 void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c) {
-  const regrid::space_depth_options options{.block_size = c.block, .layout = regrid::layout::nhwc, .mode = regrid::mode::dcr};
+  const regrid::space_depth_options options{
+      .block_size = c.block, .layout = regrid::layout::nhwc, .mode = regrid::mode::dcr};
   regrid::tensor src(regrid::dtype::float32, c.input_shape);
   for (std::int64_t i = 0; i < src.numel(); ++i) src.data_as<float>()[i] = static_cast<float>(i % 1000);
   const regrid::shape_t out_shape = regrid::depth_to_space_shape(c.input_shape, options);
@@ -45,13 +46,15 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c)
   if (xnn_create_depth_to_space_nhwc_x32(out_channels, static_cast<std::size_t>(s[3]), out_channels,
                                          static_cast<std::uint32_t>(c.block), 0, &op) != xnn_status_success ||
       xnn_setup_depth_to_space_nhwc_x32(op, static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]),
-                                        static_cast<std::size_t>(s[2]), src.data(), theirs.data(), nullptr) != xnn_status_success) {
+                                        static_cast<std::size_t>(s[2]), src.data(), theirs.data(),
+                                        nullptr) != xnn_status_success) {
     state.SkipWithError("XNNPACK refused the case");
     return;
   }
   regrid::set_num_threads(1);
   // Both sides planned once, as an inference runtime uses them.
-  const regrid::space_depth_plan plan = regrid::space_depth_plan::depth_to_space(regrid::dtype::float32, c.input_shape, options);
+  const regrid::space_depth_plan plan =
+      regrid::space_depth_plan::depth_to_space(regrid::dtype::float32, c.input_shape, options);
   auto run_ours = [&] { plan.execute(src.data(), ours.data()); };
   auto run_theirs = [&] { xnn_run_operator(op, nullptr); };
   run_ours();
@@ -70,8 +73,18 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c)
   double xnnpack_seconds = 0;
   std::vector<double> ratios;
   for (int r = 0; r < 7; ++r) {  // interleaved pairs
-    xnnpack_seconds = median_seconds([&] { for (int i = 0; i < inner; ++i) run_theirs(); }, 1) / inner;
-    regrid_seconds = median_seconds([&] { for (int i = 0; i < inner; ++i) run_ours(); }, 1) / inner;
+    xnnpack_seconds = median_seconds(
+                          [&] {
+                            for (int i = 0; i < inner; ++i) run_theirs();
+                          },
+                          1) /
+                      inner;
+    regrid_seconds = median_seconds(
+                         [&] {
+                           for (int i = 0; i < inner; ++i) run_ours();
+                         },
+                         1) /
+                     inner;
     ratios.push_back(xnnpack_seconds / regrid_seconds);
   }
   std::sort(ratios.begin(), ratios.end());

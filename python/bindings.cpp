@@ -38,7 +38,9 @@ regrid::dtype dtype_of(nb::dlpack::dtype type, const std::optional<std::string>&
   if (type.lanes != 1) fail(std::string(what) + ": vector dtypes (lanes != 1) are not supported");
   using code = nb::dlpack::dtype_code;
   switch (static_cast<code>(type.code)) {
-    case code::Bool: if (type.bits == 8) return regrid::dtype::boolean; break;
+    case code::Bool:
+      if (type.bits == 8) return regrid::dtype::boolean;
+      break;
     case code::Int:
       switch (type.bits) {
         case 8: return regrid::dtype::int8;
@@ -65,7 +67,9 @@ regrid::dtype dtype_of(nb::dlpack::dtype type, const std::optional<std::string>&
         default: break;
       }
       break;
-    case code::Bfloat: if (type.bits == 16) return regrid::dtype::bfloat16; break;
+    case code::Bfloat:
+      if (type.bits == 16) return regrid::dtype::bfloat16;
+      break;
     case code::Complex:
       if (type.bits == 64) return regrid::dtype::complex64;
       if (type.bits == 128) return regrid::dtype::complex128;
@@ -121,7 +125,8 @@ regrid::space_depth_options space_depth_options(std::int64_t block_size, const s
     options.layout = parse_or_fail(regrid::parse_layout(*layout), *layout, "layout",
                                    "NHWC, NCHW, NCHW_VECT_C, channels_first, channels_last");
   }
-  if (mode) options.mode = parse_or_fail(regrid::parse_mode(*mode), *mode, "mode", "DCR, CRD, blocks_first, depth_first");
+  if (mode)
+    options.mode = parse_or_fail(regrid::parse_mode(*mode), *mode, "mode", "DCR, CRD, blocks_first, depth_first");
   return options;
 }
 
@@ -175,102 +180,117 @@ NB_MODULE(_regrid, m) {
     }
   });
 
-  m.def("space_depth_shape",
-        [](bool to_depth, std::vector<std::int64_t> shape, std::int64_t block_size, std::optional<std::string> layout,
-           std::optional<std::string> mode, std::string framework) {
-          const auto options = space_depth_options(block_size, layout, mode, framework);
-          return to_depth ? regrid::space_to_depth_shape(shape, options) : regrid::depth_to_space_shape(shape, options);
-        },
-        nb::arg("to_depth"), nb::arg("shape"), nb::arg("block_size"), nb::arg("layout").none(), nb::arg("mode").none(),
-        nb::arg("framework"));
+  m.def(
+      "space_depth_shape",
+      [](bool to_depth, std::vector<std::int64_t> shape, std::int64_t block_size, std::optional<std::string> layout,
+         std::optional<std::string> mode, std::string framework) {
+        const auto options = space_depth_options(block_size, layout, mode, framework);
+        return to_depth ? regrid::space_to_depth_shape(shape, options) : regrid::depth_to_space_shape(shape, options);
+      },
+      nb::arg("to_depth"), nb::arg("shape"), nb::arg("block_size"), nb::arg("layout").none(), nb::arg("mode").none(),
+      nb::arg("framework"));
 
-  m.def("space_depth",
-        [](bool to_depth, input_array x, output_array out, std::int64_t block_size, std::optional<std::string> layout,
-           std::optional<std::string> mode, std::string framework, std::optional<std::string> dtype) {
-          const auto options = space_depth_options(block_size, layout, mode, framework);
-          const regrid::tensor_view src = view_in(x, dtype, to_depth ? "space_to_depth" : "depth_to_space");
-          const regrid::mutable_tensor_view dst = view_out(out, dtype, to_depth ? "space_to_depth" : "depth_to_space");
+  m.def(
+      "space_depth",
+      [](bool to_depth, input_array x, output_array out, std::int64_t block_size, std::optional<std::string> layout,
+         std::optional<std::string> mode, std::string framework, std::optional<std::string> dtype) {
+        const auto options = space_depth_options(block_size, layout, mode, framework);
+        const regrid::tensor_view src = view_in(x, dtype, to_depth ? "space_to_depth" : "depth_to_space");
+        const regrid::mutable_tensor_view dst = view_out(out, dtype, to_depth ? "space_to_depth" : "depth_to_space");
+        nb::gil_scoped_release released;
+        if (to_depth)
+          regrid::space_to_depth(src, dst, options);
+        else
+          regrid::depth_to_space(src, dst, options);
+      },
+      nb::arg("to_depth"), nb::arg("x"), nb::arg("out"), nb::arg("block_size"), nb::arg("layout").none(),
+      nb::arg("mode").none(), nb::arg("framework"), nb::arg("dtype").none());
+
+  m.def(
+      "roi_pool_shape",
+      [](std::vector<std::int64_t> shape, std::int64_t rois, std::int64_t pooled_height, std::int64_t pooled_width,
+         std::optional<std::string> layout, std::string framework) {
+        return regrid::roi_pool_shape(shape, rois,
+                                      roi_options(pooled_height, pooled_width, 1.0, layout, framework, {}, {}, {}));
+      },
+      nb::arg("shape"), nb::arg("rois"), nb::arg("pooled_height"), nb::arg("pooled_width"), nb::arg("layout").none(),
+      nb::arg("framework"));
+
+  m.def(
+      "roi_pool",
+      [](input_array x, input_array rois, output_array out, std::optional<output_array> argmax,
+         std::optional<input_array> batch_indices, std::int64_t pooled_height, std::int64_t pooled_width,
+         double spatial_scale, std::optional<std::string> layout, std::string framework,
+         std::optional<std::string> rounding, std::optional<double> height_stride, std::optional<double> width_stride,
+         std::optional<std::string> dtype, std::optional<float> scale, std::optional<int> zero_point) {
+        const auto options = roi_options(pooled_height, pooled_width, spatial_scale, layout, framework, rounding,
+                                         height_stride, width_stride);
+        const auto quant = quant_of(scale, zero_point);
+        const regrid::tensor_view input = view_in(x, dtype, "roi_pool", quant);
+        const regrid::tensor_view boxes = view_in(
+            rois, dtype && regrid::parse_dtype(*dtype) == regrid::dtype::bfloat16 ? dtype : std::nullopt, "roi_pool");
+        const regrid::mutable_tensor_view output = view_out(out, dtype, "roi_pool", quant);
+        std::optional<regrid::mutable_tensor_view> argmax_view;
+        if (argmax) argmax_view = view_out(*argmax, std::nullopt, "roi_pool");
+        std::optional<regrid::tensor_view> indices;
+        if (batch_indices) indices = view_in(*batch_indices, std::nullopt, "roi_pool");
+        nb::gil_scoped_release released;
+        regrid::roi_pool(input, boxes, output, options, indices, argmax_view);
+      },
+      nb::arg("x"), nb::arg("rois"), nb::arg("out"), nb::arg("argmax").none(), nb::arg("batch_indices").none(),
+      nb::arg("pooled_height"), nb::arg("pooled_width"), nb::arg("spatial_scale"), nb::arg("layout").none(),
+      nb::arg("framework"), nb::arg("rounding").none(), nb::arg("height_stride").none(), nb::arg("width_stride").none(),
+      nb::arg("dtype").none(), nb::arg("scale").none(), nb::arg("zero_point").none());
+
+  m.def(
+      "roi_batch_indices",
+      [](input_array rois, std::int64_t batch, std::optional<input_array> batch_indices, std::string framework,
+         std::optional<std::string> dtype) {
+        const auto options = roi_options(1, 1, 1.0, std::nullopt, framework, {}, {}, {});
+        std::optional<regrid::tensor_view> indices;
+        if (batch_indices) indices = view_in(*batch_indices, std::nullopt, "roi_pool");
+        const regrid::tensor result =
+            regrid::roi_batch_indices(view_in(rois, dtype, "roi_pool"), batch, options, indices);
+        return std::vector<std::int64_t>(result.data_as<std::int32_t>(),
+                                         result.data_as<std::int32_t>() + result.numel());
+      },
+      nb::arg("rois"), nb::arg("batch"), nb::arg("batch_indices").none(), nb::arg("framework"),
+      nb::arg("dtype").none());
+
+  m.def(
+      "roi_pool_backward",
+      [](input_array grad_output, input_array argmax, std::vector<std::int64_t> input_shape,
+         std::optional<input_array> roi_batch, std::optional<std::string> layout, std::optional<std::string> dtype) {
+        const regrid::layout memory_layout =
+            layout ? parse_or_fail(regrid::parse_layout(*layout), *layout, "layout", "NCHW, NHWC")
+                   : regrid::layout::nchw;
+        const regrid::tensor_view grad = view_in(grad_output, dtype, "roi_pool_backward");
+        const regrid::tensor_view indices = view_in(argmax, std::nullopt, "roi_pool_backward");
+        std::optional<regrid::tensor_view> batch;
+        if (roi_batch) batch = view_in(*roi_batch, std::nullopt, "roi_pool_backward");
+        regrid::tensor result;
+        {
           nb::gil_scoped_release released;
-          if (to_depth) regrid::space_to_depth(src, dst, options);
-          else regrid::depth_to_space(src, dst, options);
-        },
-        nb::arg("to_depth"), nb::arg("x"), nb::arg("out"), nb::arg("block_size"), nb::arg("layout").none(),
-        nb::arg("mode").none(), nb::arg("framework"), nb::arg("dtype").none());
-
-  m.def("roi_pool_shape",
-        [](std::vector<std::int64_t> shape, std::int64_t rois, std::int64_t pooled_height, std::int64_t pooled_width,
-           std::optional<std::string> layout, std::string framework) {
-          return regrid::roi_pool_shape(shape, rois,
-                                        roi_options(pooled_height, pooled_width, 1.0, layout, framework, {}, {}, {}));
-        },
-        nb::arg("shape"), nb::arg("rois"), nb::arg("pooled_height"), nb::arg("pooled_width"), nb::arg("layout").none(),
-        nb::arg("framework"));
-
-  m.def("roi_pool",
-        [](input_array x, input_array rois, output_array out, std::optional<output_array> argmax,
-           std::optional<input_array> batch_indices, std::int64_t pooled_height, std::int64_t pooled_width,
-           double spatial_scale, std::optional<std::string> layout, std::string framework,
-           std::optional<std::string> rounding, std::optional<double> height_stride, std::optional<double> width_stride,
-           std::optional<std::string> dtype, std::optional<float> scale, std::optional<int> zero_point) {
-          const auto options = roi_options(pooled_height, pooled_width, spatial_scale, layout, framework, rounding,
-                                           height_stride, width_stride);
-          const auto quant = quant_of(scale, zero_point);
-          const regrid::tensor_view input = view_in(x, dtype, "roi_pool", quant);
-          const regrid::tensor_view boxes = view_in(rois, dtype && regrid::parse_dtype(*dtype) == regrid::dtype::bfloat16
-                                                              ? dtype : std::nullopt, "roi_pool");
-          const regrid::mutable_tensor_view output = view_out(out, dtype, "roi_pool", quant);
-          std::optional<regrid::mutable_tensor_view> argmax_view;
-          if (argmax) argmax_view = view_out(*argmax, std::nullopt, "roi_pool");
-          std::optional<regrid::tensor_view> indices;
-          if (batch_indices) indices = view_in(*batch_indices, std::nullopt, "roi_pool");
-          nb::gil_scoped_release released;
-          regrid::roi_pool(input, boxes, output, options, indices, argmax_view);
-        },
-        nb::arg("x"), nb::arg("rois"), nb::arg("out"), nb::arg("argmax").none(), nb::arg("batch_indices").none(),
-        nb::arg("pooled_height"), nb::arg("pooled_width"), nb::arg("spatial_scale"), nb::arg("layout").none(),
-        nb::arg("framework"), nb::arg("rounding").none(), nb::arg("height_stride").none(),
-        nb::arg("width_stride").none(), nb::arg("dtype").none(), nb::arg("scale").none(), nb::arg("zero_point").none());
-
-  m.def("roi_batch_indices",
-        [](input_array rois, std::int64_t batch, std::optional<input_array> batch_indices, std::string framework,
-           std::optional<std::string> dtype) {
-          const auto options = roi_options(1, 1, 1.0, std::nullopt, framework, {}, {}, {});
-          std::optional<regrid::tensor_view> indices;
-          if (batch_indices) indices = view_in(*batch_indices, std::nullopt, "roi_pool");
-          const regrid::tensor result = regrid::roi_batch_indices(view_in(rois, dtype, "roi_pool"), batch, options, indices);
-          return std::vector<std::int64_t>(result.data_as<std::int32_t>(), result.data_as<std::int32_t>() + result.numel());
-        },
-        nb::arg("rois"), nb::arg("batch"), nb::arg("batch_indices").none(), nb::arg("framework"), nb::arg("dtype").none());
-
-  m.def("roi_pool_backward",
-        [](input_array grad_output, input_array argmax, std::vector<std::int64_t> input_shape,
-           std::optional<input_array> roi_batch, std::optional<std::string> layout, std::optional<std::string> dtype) {
-          const regrid::layout memory_layout =
-              layout ? parse_or_fail(regrid::parse_layout(*layout), *layout, "layout", "NCHW, NHWC") : regrid::layout::nchw;
-          const regrid::tensor_view grad = view_in(grad_output, dtype, "roi_pool_backward");
-          const regrid::tensor_view indices = view_in(argmax, std::nullopt, "roi_pool_backward");
-          std::optional<regrid::tensor_view> batch;
-          if (roi_batch) batch = view_in(*roi_batch, std::nullopt, "roi_pool_backward");
-          regrid::tensor result;
-          {
-            nb::gil_scoped_release released;
-            result = regrid::roi_pool_backward(grad, indices, input_shape, memory_layout, batch);
-          }
-          return to_numpy(std::move(result));
-        },
-        nb::arg("grad_output"), nb::arg("argmax"), nb::arg("input_shape"), nb::arg("roi_batch").none(),
-        nb::arg("layout").none(), nb::arg("dtype").none());
+          result = regrid::roi_pool_backward(grad, indices, input_shape, memory_layout, batch);
+        }
+        return to_numpy(std::move(result));
+      },
+      nb::arg("grad_output"), nb::arg("argmax"), nb::arg("input_shape"), nb::arg("roi_batch").none(),
+      nb::arg("layout").none(), nb::arg("dtype").none());
 
   // Result storage for the Python layer: regrid's allocator, so large results go through the
   // memory cache instead of fresh pages from NumPy's allocator.
-  m.def("empty_bytes", [](std::int64_t bytes) {
-    return to_numpy(regrid::tensor(regrid::uninitialized, regrid::dtype::uint8, {bytes}));
-  }, nb::arg("bytes"));
+  m.def(
+      "empty_bytes",
+      [](std::int64_t bytes) { return to_numpy(regrid::tensor(regrid::uninitialized, regrid::dtype::uint8, {bytes})); },
+      nb::arg("bytes"));
   m.def("version", [] { return std::string(REGRID_VERSION_STRING); });
   m.def("num_threads", [] { return regrid::num_threads(); });
-  m.def("set_num_threads", [](int count) { regrid::set_num_threads(count); }, nb::arg("count"));
+  m.def(
+      "set_num_threads", [](int count) { regrid::set_num_threads(count); }, nb::arg("count"));
   m.def("memory_cache_limit", [] { return regrid::memory_cache_limit(); });
-  m.def("set_memory_cache_limit", [](std::size_t bytes) { regrid::set_memory_cache_limit(bytes); }, nb::arg("bytes"));
+  m.def(
+      "set_memory_cache_limit", [](std::size_t bytes) { regrid::set_memory_cache_limit(bytes); }, nb::arg("bytes"));
   m.def("cached_memory_bytes", [] { return regrid::cached_memory_bytes(); });
   m.def("release_cached_memory", [] { regrid::release_cached_memory(); });
 }

@@ -27,9 +27,8 @@ struct run_result {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("regrid_cli_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("regrid_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -87,8 +86,8 @@ TEST_F(Cli, Bfloat16KeepsItsDescriptor) {
   tensor x(dtype::bfloat16, {1, 4, 2, 2});
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data_as<std::uint16_t>()[i] = static_cast<std::uint16_t>(0x3f80 + i);
   io::write_npy(path("x.npy"), x.view());
-  const run_result result =
-      run("depth-to-space " + path("x.npy") + " " + path("y.npy") + " --block-size 2 --framework TORCH --dtype bfloat16");
+  const run_result result = run("depth-to-space " + path("x.npy") + " " + path("y.npy") +
+                                " --block-size 2 --framework TORCH --dtype bfloat16");
   ASSERT_EQ(result.status, 0) << result.err;
   const io::npy_array y = io::read_npy(path("y.npy"), dtype::bfloat16);
   EXPECT_EQ(y.descr, "<V2");
@@ -141,11 +140,12 @@ TEST_F(Cli, RoiPoolForwardAndBackward) {
   std::copy(boxes, boxes + 10, rois.data_as<float>());
   io::write_npy(path("x.npy"), x.view());
   io::write_npy(path("rois.npy"), rois.view());
-  const run_result forward = run("roi-pool " + path("x.npy") + " " + path("rois.npy") + " " + path("y.npy") +
-                                 " --pooled-size 2 3 --spatial-scale 0.5 --framework TorchVision --argmax " + path("a.npy"));
+  const run_result forward =
+      run("roi-pool " + path("x.npy") + " " + path("rois.npy") + " " + path("y.npy") +
+          " --pooled-size 2 3 --spatial-scale 0.5 --framework TorchVision --argmax " + path("a.npy"));
   ASSERT_EQ(forward.status, 0) << forward.err;
-  const roi_pool_options options{.pooled_height = 2, .pooled_width = 3, .spatial_scale = 0.5,
-                                 .framework = roi_framework::torchvision};
+  const roi_pool_options options{
+      .pooled_height = 2, .pooled_width = 3, .spatial_scale = 0.5, .framework = roi_framework::torchvision};
   const roi_pool_result expected = roi_pool(x, rois, options, std::nullopt, true);
   const io::npy_array y = io::read_npy(path("y.npy"));
   const io::npy_array a = io::read_npy(path("a.npy"));
@@ -162,8 +162,8 @@ TEST_F(Cli, RoiPoolForwardAndBackward) {
   const io::npy_array g = io::read_npy(path("g.npy"));
   EXPECT_EQ(std::memcmp(g.storage.data(), grad.data(), grad.size_bytes()), 0);
 
-  const run_result missing_batch = run("roi-pool-backward " + path("y.npy") + " " + path("a.npy") + " " +
-                                       path("h.npy") + " --input-shape 2 3 6 6");
+  const run_result missing_batch =
+      run("roi-pool-backward " + path("y.npy") + " " + path("a.npy") + " " + path("h.npy") + " --input-shape 2 3 6 6");
   EXPECT_EQ(missing_batch.status, 2);
   EXPECT_EQ(missing_batch.err,
             "roi_pool_backward: the batch index of each ROI is needed when the input batch is 2 (pass roi_batch)\n");

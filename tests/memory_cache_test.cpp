@@ -13,7 +13,9 @@ class MemoryCache : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_ = regrid::memory_cache_limit();
-    if (saved_ == 0) GTEST_SKIP() << "the memory cache is off in this build or environment (AddressSanitizer or REGRID_MEMORY_CACHE_MIB=0); the release build runs these tests";
+    if (saved_ == 0)
+      GTEST_SKIP() << "the memory cache is off in this build or environment (AddressSanitizer or "
+                      "REGRID_MEMORY_CACHE_MIB=0); the release build runs these tests";
     regrid::release_cached_memory();
   }
   void TearDown() override {

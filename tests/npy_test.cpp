@@ -24,7 +24,8 @@ std::string header_image(const std::string& dict, const std::string& payload, in
   std::string image = "\x93NUMPY";
   image += static_cast<char>(version);
   image += '\0';
-  for (std::size_t i = 0; i < (version == 1 ? 2U : 4U); ++i) image += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  for (std::size_t i = 0; i < (version == 1 ? 2U : 4U); ++i)
+    image += static_cast<char>((header.size() >> (8 * i)) & 0xff);
   return image + header + payload;
 }
 
@@ -43,29 +44,34 @@ TEST(Npy, RoundTripsEveryDtype) {
 }
 
 TEST(Npy, ReadsNumpyDescriptorsAndShapes) {
-  const npy_array scalar = parse_npy(bytes_of(header_image("{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
-                                                           std::string(8, '\0'))), "scalar");
+  const npy_array scalar =
+      parse_npy(bytes_of(header_image("{'descr': '<f8', 'fortran_order': False, 'shape': (), }", std::string(8, '\0'))),
+                "scalar");
   EXPECT_TRUE(scalar.shape.empty());
   EXPECT_EQ(scalar.storage.type(), dtype::float64);
-  const npy_array vector = parse_npy(bytes_of(header_image("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
-                                                           std::string("\1\0\1", 3))), "vector");
+  const npy_array vector = parse_npy(
+      bytes_of(header_image("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\1\0\1", 3))),
+      "vector");
   EXPECT_EQ(vector.shape, (shape_t{3}));
   EXPECT_EQ(vector.storage.type(), dtype::boolean);
   EXPECT_EQ(vector.descr, "|b1");
-  const npy_array v2 = parse_npy(bytes_of(header_image("{\"descr\": \"<u2\", \"fortran_order\": False, \"shape\": (1, 2)}",
-                                                       std::string(4, '\0'), 2)), "version-2");
+  const npy_array v2 =
+      parse_npy(bytes_of(header_image("{\"descr\": \"<u2\", \"fortran_order\": False, \"shape\": (1, 2)}",
+                                      std::string(4, '\0'), 2)),
+                "version-2");
   EXPECT_EQ(v2.storage.type(), dtype::uint16);
-  EXPECT_EQ(format_npy(tensor(dtype::float32, {5}).view()).find("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }"),
-            10U);
+  EXPECT_EQ(
+      format_npy(tensor(dtype::float32, {5}).view()).find("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }"),
+      10U);
 }
 
 TEST(Npy, FortranOrderBecomesAStridedView) {
   // 2x3 array [[0,1,2],[3,4,5]] stored column-major.
   const std::int32_t column_major[] = {0, 3, 1, 4, 2, 5};
-  const npy_array array = parse_npy(
-      bytes_of(header_image("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
-                            std::string(reinterpret_cast<const char*>(column_major), sizeof column_major))),
-      "fortran");
+  const npy_array array =
+      parse_npy(bytes_of(header_image("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
+                                      std::string(reinterpret_cast<const char*>(column_major), sizeof column_major))),
+                "fortran");
   EXPECT_EQ(array.shape, (shape_t{2, 3}));
   EXPECT_EQ(array.strides, (shape_t{1, 2}));
   const tensor_view view = array.view();
@@ -76,22 +82,26 @@ TEST(Npy, FortranOrderBecomesAStridedView) {
 TEST(Npy, BigEndianIsConvertedToNative) {
   const unsigned char big[] = {0x00, 0x00, 0x01, 0x02, 0x3f, 0x80, 0x00, 0x00};  // int32 258, float32 1.0f
   const npy_array ints = parse_npy(bytes_of(header_image("{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }",
-                                                         std::string(reinterpret_cast<const char*>(big), 4))), "be");
+                                                         std::string(reinterpret_cast<const char*>(big), 4))),
+                                   "be");
   EXPECT_EQ(*ints.storage.data_as<std::int32_t>(), 258);
   EXPECT_EQ(ints.descr, "<i4");
   const npy_array floats = parse_npy(bytes_of(header_image("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
-                                                           std::string(reinterpret_cast<const char*>(big + 4), 4))), "be");
+                                                           std::string(reinterpret_cast<const char*>(big + 4), 4))),
+                                     "be");
   EXPECT_EQ(*floats.storage.data_as<float>(), 1.0f);
 }
 
 TEST(Npy, RawTwoByteDataReadsAsBfloat16OnRequest) {
-  const std::string image = header_image("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\1'));
+  const std::string image =
+      header_image("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\1'));
   EXPECT_EQ(parse_npy(bytes_of(image), "bf16", dtype::bfloat16).storage.type(), dtype::bfloat16);
   try {
     (void)parse_npy(bytes_of(image), "bf16.npy");
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "npy: bf16.npy: dtype descriptor '<V2' is raw bytes; name the element type (e.g. --dtype bfloat16)");
+    EXPECT_STREQ(failure.what(),
+                 "npy: bf16.npy: dtype descriptor '<V2' is raw bytes; name the element type (e.g. --dtype bfloat16)");
   }
 }
 
@@ -101,7 +111,8 @@ struct malformed_case {
 };
 
 TEST(Npy, MalformedFilesAreErrorsNotCrashes) {
-  const std::string good = header_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", std::string(24, '\0'));
+  const std::string good =
+      header_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", std::string(24, '\0'));
   const malformed_case cases[] = {
       {"", "npy: bad.npy: not a .npy file (the magic string \\x93NUMPY is missing)"},
       {"PK\3\4 not numpy at all", "npy: bad.npy: not a .npy file (the magic string \\x93NUMPY is missing)"},
@@ -129,7 +140,8 @@ TEST(Npy, MalformedFilesAreErrorsNotCrashes) {
        "npy: bad.npy: the header lacks one of the keys 'descr', 'fortran_order' and 'shape'"},
       {header_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'extra': 1}", "abcd"),
        "npy: bad.npy: the header has the unknown key 'extra'"},
-      {header_image("{'descr: '<f4'}", ""), "npy: bad.npy: the header dictionary is malformed: expected ':' at offset 10"},
+      {header_image("{'descr: '<f4'}", ""),
+       "npy: bad.npy: the header dictionary is malformed: expected ':' at offset 10"},
       {header_image("{'descr': '!f4', 'fortran_order': False, 'shape': (1,), }", "abcd"),
        "npy: bad.npy: dtype descriptor '!f4' has an unknown byte order"},
   };
@@ -146,7 +158,8 @@ TEST(Npy, MalformedFilesAreErrorsNotCrashes) {
 // Every truncation and every single-byte corruption of a valid file: an error or a valid
 // array, never a crash (run under the sanitizers too).
 TEST(Npy, EveryTruncationAndByteFlipIsSafe) {
-  const std::string good = header_image("{'descr': '<i2', 'fortran_order': False, 'shape': (3, 2), }", std::string(12, '\7'));
+  const std::string good =
+      header_image("{'descr': '<i2', 'fortran_order': False, 'shape': (3, 2), }", std::string(12, '\7'));
   for (std::size_t cut = 0; cut < good.size(); ++cut) {
     EXPECT_THROW((void)parse_npy(bytes_of(good.substr(0, cut)), "cut"), error) << cut;
   }

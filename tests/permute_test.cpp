@@ -49,7 +49,7 @@ TEST(PermutePlan, FusesAdjacentAxesAndFoldsContiguousRuns) {
   EXPECT_EQ(plan.width, 128U);
   EXPECT_EQ(plan.total_bytes, 1 * 4 * 2 * 6 * 2 * 16 * 4);
   EXPECT_EQ(kernel_name(plan), active_isa() == isa::scalar ? "copy_runs_u64_scalar"
-                                                          : "copy_x1024_" + std::string(to_string(active_isa())));
+                                                           : "copy_x1024_" + std::string(to_string(active_isa())));
   // The tile (6 x 2 runs, 1.5 KiB) is small, so each call walks the remaining axis as well.
   EXPECT_TRUE(plan.outer.empty()) << describe(plan);
   EXPECT_EQ(plan.plane.extent, 4) << describe(plan);
@@ -166,7 +166,7 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
           std::vector<permute_axis> axes;
           if (interleave) {  // dst[r * b + j] = src[j * (length * w + pad) + r * w]
             axes = {{length, width, b * width}, {b, length * width + pad, width}};
-          } else {           // dst[j * (length * w + pad) + r * w] = src[r * b * w + j * w]
+          } else {  // dst[j * (length * w + pad) + r * w] = src[r * b * w + j * w]
             axes = {{b, width, length * width + pad}, {length, b * width, width}};
           }
           const std::int64_t span = b * (length * width + pad);
@@ -176,7 +176,8 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
           for (std::int64_t i = 0; i < axes[0].extent; ++i) {
             for (std::int64_t j = 0; j < axes[1].extent; ++j) {
               std::memcpy(expected.data() + i * axes[0].dst_stride + j * axes[1].dst_stride,
-                          src.data() + i * axes[0].src_stride + j * axes[1].src_stride, static_cast<std::size_t>(width));
+                          src.data() + i * axes[0].src_stride + j * axes[1].src_stride,
+                          static_cast<std::size_t>(width));
             }
           }
           for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
@@ -332,9 +333,9 @@ std::vector<permute_axis> shuffle_axes(bool interleave, two_sided_axis outer, tw
 // Plans `axes` under every ISA cap the host has and runs each plan on one and two threads into
 // a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged_from`, every plan
 // under that cap or a higher one must stage its short runs (or be a gather).
-void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width, const std::vector<std::byte>& src,
-                              const std::vector<std::byte>& expected, const std::string& context,
-                              std::optional<isa> staged_from = std::nullopt) {
+void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width,
+                              const std::vector<std::byte>& src, const std::vector<std::byte>& expected,
+                              const std::string& context, std::optional<isa> staged_from = std::nullopt) {
   for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
@@ -355,9 +356,9 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
 
 // expect_every_isa_matches on a random source of src_bytes, the destination (dst_bytes) expected
 // from the element loop.
-void random_source_matches_on_every_isa(const std::vector<permute_axis>& axes, std::int64_t width, std::int64_t src_bytes,
-                                        std::int64_t dst_bytes, std::mt19937_64& rng, const std::string& context,
-                                        std::optional<isa> staged_from = std::nullopt) {
+void random_source_matches_on_every_isa(const std::vector<permute_axis>& axes, std::int64_t width,
+                                        std::int64_t src_bytes, std::int64_t dst_bytes, std::mt19937_64& rng,
+                                        const std::string& context, std::optional<isa> staged_from = std::nullopt) {
   std::vector<std::byte> src(static_cast<std::size_t>(src_bytes));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   std::vector<std::byte> expected(static_cast<std::size_t>(dst_bytes), std::byte{0x5A});
@@ -374,8 +375,8 @@ TEST(PermutePlan, LongRunsWalkTheOrientationWithFewerStreams) {
   const std::int64_t width = 4;
   for (const bool to_space : {true, false}) {
     // depth_to_space: [N, H, W, bh, bw, C] -> [N, H, bh, W, bw, C]; space_to_depth the reverse.
-    const std::vector<std::int64_t> shape = to_space ? std::vector<std::int64_t>{1, 3, 64, 8, 8, 16}
-                                                     : std::vector<std::int64_t>{1, 3, 8, 64, 8, 16};
+    const std::vector<std::int64_t> shape =
+        to_space ? std::vector<std::int64_t>{1, 3, 64, 8, 8, 16} : std::vector<std::int64_t>{1, 3, 8, 64, 8, 16};
     const auto axes = packed_transpose(shape, {0, 1, 3, 2, 4, 5}, width);
     std::vector<std::byte> src(static_cast<std::size_t>(3 * 64 * 8 * 8 * 16 * width));
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + i / 251);
@@ -435,7 +436,8 @@ TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
 // misaligned rows and columns, every ISA the host has; compared with per-run memcpy.
 TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   std::mt19937_64 rng(21);
-  for (std::int64_t width : {3, 5, 6, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 1000}) {
+  for (std::int64_t width :
+       {3, 5, 6, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 1000}) {
     for (std::int64_t misalign : {0, 1, 7}) {
       const std::int64_t rows = 3;
       const std::int64_t cols = 5;
@@ -451,8 +453,8 @@ TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
       std::vector<std::byte> expected(span, std::byte{0x5A});
       for (std::int64_t r = 0; r < rows; ++r) {
         for (std::int64_t c = 0; c < cols; ++c) {
-          std::memcpy(expected.data() + misalign + r * dst_row + c * dst_col, src.data() + misalign + r * src_row + c * src_col,
-                      static_cast<std::size_t>(width));
+          std::memcpy(expected.data() + misalign + r * dst_row + c * dst_col,
+                      src.data() + misalign + r * src_row + c * src_col, static_cast<std::size_t>(width));
         }
       }
       for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
@@ -545,9 +547,15 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
       // Padded source and destination strides at every level.
       const std::int64_t src_row = 5 * (width + 3) + 11;
       const std::int64_t dst_row = 5 * width + 7;
-      const tile_shape t{.planes = 2, .rows = 3, .cols = 5,
-                         .src_plane = 3 * src_row + 5, .src_row = src_row, .src_col = width + 3,
-                         .dst_plane = 3 * dst_row + 64, .dst_row = dst_row, .dst_col = width};
+      const tile_shape t{.planes = 2,
+                         .rows = 3,
+                         .cols = 5,
+                         .src_plane = 3 * src_row + 5,
+                         .src_row = src_row,
+                         .src_col = width + 3,
+                         .dst_plane = 3 * dst_row + 64,
+                         .dst_row = dst_row,
+                         .dst_col = width};
       std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
       for (auto& v : src) v = static_cast<std::byte>(rng());
       // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
@@ -597,7 +605,8 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   const permute_plan interleave = plan_permute(packed_transpose({1, 4, 2, 2, 512, 512}, {0, 1, 4, 2, 5, 3}, 4), 4);
   ASSERT_TRUE(interleave.shuffle.has_value()) << describe(interleave);
   EXPECT_TRUE(interleave.shuffle->repeat.streaming) << describe(interleave);
-  const permute_plan small_interleave = plan_permute(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4);
+  const permute_plan small_interleave =
+      plan_permute(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4);
   ASSERT_TRUE(small_interleave.shuffle.has_value()) << describe(small_interleave);
   EXPECT_FALSE(small_interleave.shuffle->repeat.streaming) << describe(small_interleave);
   set_max_isa(isa::avx512vbmi);
@@ -623,7 +632,8 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
   for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
     for (std::int64_t width : {1, 2, 4, 8}) {
-      for (std::int64_t length : {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{7}, 80 / width, 100 / width}) {
+      for (std::int64_t length : {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{7},
+                                  80 / width, 100 / width}) {
         for (std::int64_t inner : {2, 3, 300}) {
           for (std::int64_t outer : {1, 3}) {
             for (bool continuing : {true, false}) {
@@ -822,7 +832,8 @@ void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int
 // periods at every row's end) still matches the element loop, and the program's prefetch offsets
 // reach every source line any step loads.
 TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
-  expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1, 41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
+  expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1,
+                              41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
 }
 
 // A position whose rows hold under 2 KiB (depth_to_space of pixels into 2-4 short rows, NHWC CRD)
@@ -850,7 +861,8 @@ TEST_F(PermuteGather, GroupedShortRowsMatchNaiveCopy) {
     }
   }
   EXPECT_GT(gathers, 20);
-  expect_large_gather_matches(packed_transpose({6200, 170, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1, 43);  // d2s [6200, 170, 12]
+  expect_large_gather_matches(packed_transpose({6200, 170, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1,
+                              43);  // d2s [6200, 170, 12]
 }
 
 // Single-block gathers, where no stream continues a destination block within a period of 2 KiB:
@@ -865,11 +877,11 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
     std::vector<int> perm;
   };
   const std::vector<shape_case> cases = {
-      {{4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}},                // d2s NHWC b3 C1: [4, 341, 9] -> [12, 1023, 1]
-      {{5, 45, 3, 3, 1}, {0, 2, 1, 3, 4}},                 // [5, 45, 9] -> [15, 135, 1]
-      {{64, 3, 3, 3, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}},     // d2s CF-K3 CRD b3: [1728, 3, 3, 3] -> [64, 9, 9, 9]
-      {{7, 3, 3, 3, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},      // [189, 5, 5, 5] -> [7, 15, 15, 15]
-      {{64, 2, 2, 2, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},     // d2s CF-K3 CRD b2: [512, 5, 5, 5] -> [64, 10, 10, 10]
+      {{4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}},             // d2s NHWC b3 C1: [4, 341, 9] -> [12, 1023, 1]
+      {{5, 45, 3, 3, 1}, {0, 2, 1, 3, 4}},              // [5, 45, 9] -> [15, 135, 1]
+      {{64, 3, 3, 3, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}},  // d2s CF-K3 CRD b3: [1728, 3, 3, 3] -> [64, 9, 9, 9]
+      {{7, 3, 3, 3, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},   // [189, 5, 5, 5] -> [7, 15, 15, 15]
+      {{64, 2, 2, 2, 5, 5, 5}, {0, 4, 1, 5, 2, 6, 3}},  // d2s CF-K3 CRD b2: [512, 5, 5, 5] -> [64, 10, 10, 10]
   };
   std::mt19937_64 rng(13);
   std::array<int, 2> gathers{};  // forced, by the rules
@@ -911,8 +923,10 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
   EXPECT_GE(gathers[0], 35);
   EXPECT_GE(gathers[1], 8);
   force_gather_for_testing(gather_forcing::off);
-  expect_large_gather_matches(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1, 43);  // d2s [4110, 341, 9] -> [12330, 1023, 1]
-  EXPECT_TRUE(plan_permute(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1).gather->program->single_block);
+  expect_large_gather_matches(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1,
+                              43);  // d2s [4110, 341, 9] -> [12330, 1023, 1]
+  EXPECT_TRUE(
+      plan_permute(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1).gather->program->single_block);
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
@@ -922,17 +936,19 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
 // the VBMI 3-way shuffle where gather rows would be short (33 bytes: NCHW DCR b3 W 11). Gathers of
 // more than 4 steps per chunk replace only staged calls of under 256 bytes.
 TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
-  const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 12] -> [128, 128, 3]
+  const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);         // d2s [64, 64, 12] -> [128, 128, 3]
   const auto rgb_floats = packed_transpose({74, 74, 3, 4, 4}, {0, 3, 1, 4, 2}, 4);  // d2s [74, 74, 48] -> [296, 296, 3]
   const auto sixteen_short = packed_transpose({128, 4, 128, 4, 4}, {0, 2, 4, 1, 3}, 1);  // s2d NHWC CRD b4 C4
-  const auto sixteen_mid = packed_transpose({64, 4, 64, 4, 16}, {0, 2, 4, 1, 3}, 1);    // s2d NHWC CRD b4 C16
-  const auto sixteen_long = packed_transpose({32, 4, 32, 4, 64}, {0, 2, 4, 1, 3}, 1);   // s2d NHWC CRD b4 C64
-  const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);  // NHWC DCR, runs of 256 bytes
+  const auto sixteen_mid = packed_transpose({64, 4, 64, 4, 16}, {0, 2, 4, 1, 3}, 1);     // s2d NHWC CRD b4 C16
+  const auto sixteen_long = packed_transpose({32, 4, 32, 4, 64}, {0, 2, 4, 1, 3}, 1);    // s2d NHWC CRD b4 C64
+  const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);       // NHWC DCR, runs of 256 bytes
   EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx512vbmi");
   EXPECT_EQ(kernel_name(plan_permute(rgb_floats, 4)), "gather_avx512vbmi") << describe(plan_permute(rgb_floats, 4));
-  EXPECT_EQ(kernel_name(plan_permute(sixteen_short, 1)), "gather_avx512vbmi") << describe(plan_permute(sixteen_short, 1));
+  EXPECT_EQ(kernel_name(plan_permute(sixteen_short, 1)), "gather_avx512vbmi")
+      << describe(plan_permute(sixteen_short, 1));
   EXPECT_EQ(kernel_name(plan_permute(sixteen_mid, 1)), "gather_avx512vbmi") << describe(plan_permute(sixteen_mid, 1));
-  EXPECT_EQ(kernel_name(plan_permute(sixteen_long, 1)), "interleave16_x8_avx512") << describe(plan_permute(sixteen_long, 1));
+  EXPECT_EQ(kernel_name(plan_permute(sixteen_long, 1)), "interleave16_x8_avx512")
+      << describe(plan_permute(sixteen_long, 1));
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
   // Run copies of 24-byte elements (s2d NHWC DCR b2 C3 float32) gather; 32-byte ones (C4) do not.
   const auto rgb_pairs = packed_transpose({37, 2, 37, 2, 3}, {0, 2, 1, 3, 4}, 4);
@@ -948,8 +964,10 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   ASSERT_TRUE(tiny_plan.gather) << describe(tiny_plan);
   EXPECT_GT(tiny_plan.gather->program->steps_per_chunk(), 4.0) << describe(tiny_plan);
   EXPECT_FALSE(plan_permute(longer_calls, 1).gather) << describe(plan_permute(longer_calls, 1));
-  const auto short_rows = packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
-  EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi") << describe(plan_permute(short_rows, 1));
+  const auto short_rows =
+      packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
+  EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi")
+      << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);
   EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
 }

@@ -22,7 +22,9 @@ tensor make(dtype type, const shape_t& shape, const std::vector<double>& values)
       case dtype::float32: t.data_as<float>()[i] = static_cast<float>(values[i]); break;
       case dtype::float64: t.data_as<double>()[i] = values[i]; break;
       case dtype::float16: t.data_as<std::uint16_t>()[i] = detail::float_to_half(static_cast<float>(values[i])); break;
-      case dtype::bfloat16: t.data_as<std::uint16_t>()[i] = detail::float_to_bfloat16(static_cast<float>(values[i])); break;
+      case dtype::bfloat16:
+        t.data_as<std::uint16_t>()[i] = detail::float_to_bfloat16(static_cast<float>(values[i]));
+        break;
       default: ADD_FAILURE() << "unsupported dtype";
     }
   }
@@ -53,8 +55,12 @@ std::vector<double> arange(std::int64_t count, double start = 0, double step = 1
 // Pools with a [b, x1, y1, x2, y2] ROI, or the [x1, y1, x2, y2] + batch form under nnapi.
 roi_pool_result pool(roi_framework framework, const tensor& input, std::vector<double> roi, std::int64_t ph,
                      std::int64_t pw, double scale = 1.0, std::optional<roi_rounding> rounding = std::nullopt) {
-  roi_pool_options options{.pooled_height = ph, .pooled_width = pw, .spatial_scale = scale,
-                           .layout = layout::nchw, .framework = framework, .rounding = rounding};
+  roi_pool_options options{.pooled_height = ph,
+                           .pooled_width = pw,
+                           .spatial_scale = scale,
+                           .layout = layout::nchw,
+                           .framework = framework,
+                           .rounding = rounding};
   if (framework == roi_framework::nnapi) {
     const auto batch = static_cast<std::int32_t>(roi[0]);
     roi.erase(roi.begin());
@@ -75,10 +81,14 @@ TEST(RoiExamples, BinEdgeArithmetic) {
     std::vector<double> values;
   };
   const expectation cases[] = {
-      {roi_framework::directml, dtype::float32, integer_bins}, {roi_framework::openvino, dtype::float32, integer_bins},
-      {roi_framework::onnx, dtype::float32, float32_bins},     {roi_framework::torchvision, dtype::float32, float32_bins},
-      {roi_framework::torchvision, dtype::float64, integer_bins}, {roi_framework::torchvision, dtype::float16, integer_bins},
-      {roi_framework::caffe, dtype::float32, float32_bins},    {roi_framework::nnapi, dtype::float32, float32_bins},
+      {roi_framework::directml, dtype::float32, integer_bins},
+      {roi_framework::openvino, dtype::float32, integer_bins},
+      {roi_framework::onnx, dtype::float32, float32_bins},
+      {roi_framework::torchvision, dtype::float32, float32_bins},
+      {roi_framework::torchvision, dtype::float64, integer_bins},
+      {roi_framework::torchvision, dtype::float16, integer_bins},
+      {roi_framework::caffe, dtype::float32, float32_bins},
+      {roi_framework::nnapi, dtype::float32, float32_bins},
   };
   for (const auto& c : cases) {
     const tensor x = make(c.type, {1, 1, 64, 1}, arange(64));
@@ -96,13 +106,26 @@ TEST(RoiExamples, BinEdgeArithmetic) {
 TEST(RoiExamples, TinyVectors) {
   // X = [0..4], ROI rows 0..2 pooled to 21: the last cell is 3 with float32 bins, 2 otherwise.
   const std::vector<double> five = arange(5);
-  EXPECT_EQ(read(pool(roi_framework::torchvision, make(dtype::float32, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output).back(), 3);
-  EXPECT_EQ(read(pool(roi_framework::torchvision, make(dtype::float64, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output).back(), 2);
-  EXPECT_EQ(read(pool(roi_framework::directml, make(dtype::float32, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output).back(), 2);
+  EXPECT_EQ(
+      read(pool(roi_framework::torchvision, make(dtype::float32, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output)
+          .back(),
+      3);
+  EXPECT_EQ(
+      read(pool(roi_framework::torchvision, make(dtype::float64, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output)
+          .back(),
+      2);
+  EXPECT_EQ(read(pool(roi_framework::directml, make(dtype::float32, {1, 1, 5, 1}, five), {0, 0, 0, 0, 2}, 21, 1).output)
+                .back(),
+            2);
   // RH = 62, PH = 14, decreasing data: float32 bin 7 starts at row 30, the integer bin at 31.
   const std::vector<double> decreasing = arange(64, 100, -1);
-  EXPECT_EQ(read(pool(roi_framework::torchvision, make(dtype::float32, {1, 1, 64, 1}, decreasing), {0, 0, 0, 0, 61}, 14, 1).output)[7], 70);
-  EXPECT_EQ(read(pool(roi_framework::directml, make(dtype::float32, {1, 1, 64, 1}, decreasing), {0, 0, 0, 0, 61}, 14, 1).output)[7], 69);
+  EXPECT_EQ(
+      read(pool(roi_framework::torchvision, make(dtype::float32, {1, 1, 64, 1}, decreasing), {0, 0, 0, 0, 61}, 14, 1)
+               .output)[7],
+      70);
+  EXPECT_EQ(read(pool(roi_framework::directml, make(dtype::float32, {1, 1, 64, 1}, decreasing), {0, 0, 0, 0, 61}, 14, 1)
+                     .output)[7],
+            69);
 }
 
 // Example 2: 40 * 0.0625 = 2.5 exactly; half away from zero gives X[3,3], half to even X[2,2].
@@ -113,8 +136,12 @@ TEST(RoiExamples, CoordinateRounding) {
     EXPECT_EQ(read(pool(framework, x, {0, 40, 40, 40, 40}, 1, 1, 0.0625).output)[0], 21) << to_string(framework);
     EXPECT_EQ(read(pool(framework, x, {0, 0.5, 0.5, 2.5, 2.5}, 1, 1).output)[0], 21) << to_string(framework);
   }
-  EXPECT_EQ(read(pool(roi_framework::directml, x, {0, 40, 40, 40, 40}, 1, 1, 0.0625, roi_rounding::half_to_even).output)[0], 14);
-  EXPECT_EQ(read(pool(roi_framework::directml, x, {0, 0.5, 0.5, 2.5, 2.5}, 1, 1, 1.0, roi_rounding::half_to_even).output)[0], 14);
+  EXPECT_EQ(
+      read(pool(roi_framework::directml, x, {0, 40, 40, 40, 40}, 1, 1, 0.0625, roi_rounding::half_to_even).output)[0],
+      14);
+  EXPECT_EQ(
+      read(pool(roi_framework::directml, x, {0, 0.5, 0.5, 2.5, 2.5}, 1, 1, 1.0, roi_rounding::half_to_even).output)[0],
+      14);
   const tensor half = make(dtype::float16, {1, 1, 6, 6}, arange(36));
   EXPECT_EQ(read(pool(roi_framework::torchvision, half, {0, 0.5, 0.5, 2.5, 2.5}, 1, 1).output)[0], 21);
 }
@@ -135,8 +162,10 @@ TEST(RoiExamples, PartlyOutsideTheImage) {
 // DirectML (a documented precondition) and NNAPI.
 TEST(RoiExamples, MalformedBox) {
   const tensor x = make(dtype::float32, {1, 1, 6, 6}, arange(36));
-  for (roi_framework framework : {roi_framework::onnx, roi_framework::torchvision, roi_framework::caffe, roi_framework::openvino}) {
-    EXPECT_EQ(read(pool(framework, x, {0, 4, 4, 1, 1}, 2, 2).output), (std::vector<double>{28, 28, 28, 28})) << to_string(framework);
+  for (roi_framework framework :
+       {roi_framework::onnx, roi_framework::torchvision, roi_framework::caffe, roi_framework::openvino}) {
+    EXPECT_EQ(read(pool(framework, x, {0, 4, 4, 1, 1}, 2, 2).output), (std::vector<double>{28, 28, 28, 28}))
+        << to_string(framework);
   }
   EXPECT_THROW(pool(roi_framework::directml, x, {0, 4, 4, 1, 1}, 2, 2), error);
   EXPECT_THROW(pool(roi_framework::nnapi, x, {0, 4, 4, 1, 1}, 2, 2), error);
@@ -163,12 +192,14 @@ TEST(RoiExamples, MaxSeedsNanAndInfinity) {
   for (const auto& r : rows) {
     const tensor x = make(dtype::float32, {1, 1, 2, 2}, r.bin);
     const std::pair<roi_framework, double> expectations[] = {
-        {roi_framework::onnx, r.onnx},   {roi_framework::torchvision, r.torchvision}, {roi_framework::caffe, r.caffe},
-        {roi_framework::nnapi, r.nnapi}, {roi_framework::openvino, r.openvino},       {roi_framework::directml, r.directml}};
+        {roi_framework::onnx, r.onnx},         {roi_framework::torchvision, r.torchvision},
+        {roi_framework::caffe, r.caffe},       {roi_framework::nnapi, r.nnapi},
+        {roi_framework::openvino, r.openvino}, {roi_framework::directml, r.directml}};
     for (const auto& [framework, expected] : expectations) {
       const double actual = read(pool(framework, x, {0, 0, 0, 1, 1}, 1, 1).output)[0];
-      EXPECT_TRUE(same(actual, expected)) << to_string(framework) << ": got " << actual << ", expected " << expected
-                                          << " for bin " << r.bin[0] << "," << r.bin[1] << "," << r.bin[2] << "," << r.bin[3];
+      EXPECT_TRUE(same(actual, expected))
+          << to_string(framework) << ": got " << actual << ", expected " << expected << " for bin " << r.bin[0] << ","
+          << r.bin[1] << "," << r.bin[2] << "," << r.bin[3];
     }
     EXPECT_EQ(read(pool(roi_framework::torchvision, x, {0, 0, 0, 1, 1}, 1, 1).argmax)[0], r.torchvision_argmax);
   }
@@ -191,7 +222,8 @@ TEST(RoiExamples, BatchIndexTruncatesTowardZero) {
 TEST(RoiExamples, OpenVinoMinusOneSentinel) {
   const tensor x = make(dtype::float32, {1, 1, 2, 2}, {1, 2, 3, 4});
   const tensor rois = make(dtype::float32, {3, 5}, {0, 0, 0, 1, 1, -1, 0, 0, 1, 1, 0, 0, 0, 1, 1});
-  const roi_pool_result result = roi_pool(x, rois, {.pooled_height = 1, .pooled_width = 1, .framework = roi_framework::openvino});
+  const roi_pool_result result =
+      roi_pool(x, rois, {.pooled_height = 1, .pooled_width = 1, .framework = roi_framework::openvino});
   EXPECT_EQ(read(result.output), (std::vector<double>{4, 0, 0}));
   EXPECT_THROW(roi_pool(x, rois, {.pooled_height = 1, .pooled_width = 1, .framework = roi_framework::onnx}), error);
 }
@@ -203,16 +235,19 @@ TEST(RoiExamples, NhwcEqualsNchwAndDirectMlRoiForm) {
   for (int n = 0; n < 2; ++n)
     for (int c = 0; c < 3; ++c)
       for (int h = 0; h < 5; ++h)
-        for (int w = 0; w < 4; ++w) nhwc.data_as<float>()[((n * 5 + h) * 4 + w) * 3 + c] = nchw.data_as<float>()[((n * 3 + c) * 5 + h) * 4 + w];
+        for (int w = 0; w < 4; ++w)
+          nhwc.data_as<float>()[((n * 5 + h) * 4 + w) * 3 + c] = nchw.data_as<float>()[((n * 3 + c) * 5 + h) * 4 + w];
   const tensor rois = make(dtype::float32, {1, 1, 2, 5}, {1, 0, 1, 3, 4, 0, 1, 0, 2, 2});
   const roi_pool_result a = roi_pool(nchw, rois, {.pooled_height = 2, .pooled_width = 3}, std::nullopt, true);
-  const roi_pool_result b = roi_pool(nhwc, rois, {.pooled_height = 2, .pooled_width = 3, .layout = layout::nhwc}, std::nullopt, true);
+  const roi_pool_result b =
+      roi_pool(nhwc, rois, {.pooled_height = 2, .pooled_width = 3, .layout = layout::nhwc}, std::nullopt, true);
   ASSERT_EQ(b.output.shape(), (shape_t{2, 2, 3, 3}));
   for (int r = 0; r < 2; ++r)
     for (int c = 0; c < 3; ++c)
       for (int cell = 0; cell < 6; ++cell) {
         EXPECT_EQ(a.output.data_as<float>()[(r * 3 + c) * 6 + cell], b.output.data_as<float>()[(r * 6 + cell) * 3 + c]);
-        EXPECT_EQ(a.argmax.data_as<std::int32_t>()[(r * 3 + c) * 6 + cell], b.argmax.data_as<std::int32_t>()[(r * 6 + cell) * 3 + c]);
+        EXPECT_EQ(a.argmax.data_as<std::int32_t>()[(r * 3 + c) * 6 + cell],
+                  b.argmax.data_as<std::int32_t>()[(r * 6 + cell) * 3 + c]);
       }
 }
 
@@ -225,7 +260,8 @@ TEST(RoiExamples, NnapiQuantized) {
   const std::uint16_t boxes[] = {0, 0, 8, 8, 16, 0, 16, 0};  // [0,0,1,1] and [2,0,2,0] in eighths
   std::copy(boxes, boxes + 8, rois.data_as<std::uint16_t>());
   tensor batch(dtype::int32, {2});
-  const roi_pool_result result = roi_pool(x, rois, {.pooled_height = 1, .pooled_width = 2, .framework = roi_framework::nnapi}, batch.view());
+  const roi_pool_result result =
+      roi_pool(x, rois, {.pooled_height = 1, .pooled_width = 2, .framework = roi_framework::nnapi}, batch.view());
   ASSERT_EQ(result.output.shape(), (shape_t{2, 1, 2, 1}));
   const std::uint8_t* out = result.output.data_as<std::uint8_t>();
   EXPECT_EQ(out[0], 7);    // column 0: max(7, 3)

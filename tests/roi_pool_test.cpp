@@ -17,15 +17,27 @@
 namespace regrid {
 namespace {
 
-const roi_framework all_frameworks[] = {roi_framework::directml, roi_framework::onnx,  roi_framework::caffe,
+const roi_framework all_frameworks[] = {roi_framework::directml,    roi_framework::onnx,  roi_framework::caffe,
                                         roi_framework::torchvision, roi_framework::nnapi, roi_framework::openvino};
 
 void put(dtype type, std::byte* at, double value) {
   switch (type) {
-    case dtype::float32: { const auto v = static_cast<float>(value); std::memcpy(at, &v, 4); break; }
+    case dtype::float32: {
+      const auto v = static_cast<float>(value);
+      std::memcpy(at, &v, 4);
+      break;
+    }
     case dtype::float64: std::memcpy(at, &value, 8); break;
-    case dtype::float16: { const auto v = detail::float_to_half(static_cast<float>(value)); std::memcpy(at, &v, 2); break; }
-    case dtype::bfloat16: { const auto v = detail::float_to_bfloat16(static_cast<float>(value)); std::memcpy(at, &v, 2); break; }
+    case dtype::float16: {
+      const auto v = detail::float_to_half(static_cast<float>(value));
+      std::memcpy(at, &v, 2);
+      break;
+    }
+    case dtype::bfloat16: {
+      const auto v = detail::float_to_bfloat16(static_cast<float>(value));
+      std::memcpy(at, &v, 2);
+      break;
+    }
     case dtype::quint8: *at = static_cast<std::byte>(static_cast<int>(value) & 0xff); break;
     case dtype::qint8: *at = static_cast<std::byte>(static_cast<int>(value) & 0xff); break;
     default: break;
@@ -48,14 +60,17 @@ random_problem make_problem(std::mt19937_64& rng, roi_framework framework, dtype
   const std::int64_t h = 1 + static_cast<std::int64_t>(rng() % 12);
   const std::int64_t w = 1 + static_cast<std::int64_t>(rng() % 12);
   const shape_t shape = memory_layout == layout::nchw ? shape_t{n, c, h, w} : shape_t{n, h, w, c};
-  p.input = tensor(type, shape, is_quantized(type) ? std::optional<quantization>(quantization{0.5f, 17}) : std::nullopt);
+  p.input =
+      tensor(type, shape, is_quantized(type) ? std::optional<quantization>(quantization{0.5f, 17}) : std::nullopt);
   const double specials[] = {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity(),
                              std::numeric_limits<double>::infinity(), -0.0, 0.0};
   for (std::int64_t i = 0; i < p.input.numel(); ++i) {
     const std::uint64_t draw = rng() % 100;
     double value = static_cast<double>(static_cast<int>(rng() % 9) - 4);
-    if (is_quantized(type)) value = static_cast<double>(rng() % 256);
-    else if (draw < 8) value = specials[draw % 5];
+    if (is_quantized(type))
+      value = static_cast<double>(rng() % 256);
+    else if (draw < 8)
+      value = specials[draw % 5];
     put(type, p.input.data() + i * static_cast<std::int64_t>(size_of(type)), value);
   }
   const std::int64_t roi_count = 1 + static_cast<std::int64_t>(rng() % 6);
@@ -94,10 +109,13 @@ random_problem make_problem(std::mt19937_64& rng, roi_framework framework, dtype
       const double batch = static_cast<double>(rng() % static_cast<std::uint64_t>(n)) + (rng() % 2 ? 0.5 : 0.0);
       const double row[5] = {batch, x1, y1, x2, y2};
       for (int k = nnapi ? 1 : 0; k < 5; ++k) {
-        put(roi_type, p.rois.data() + (r * (nnapi ? 4 : 5) + k - (nnapi ? 1 : 0)) * static_cast<std::int64_t>(size_of(roi_type)), row[k]);
+        put(roi_type,
+            p.rois.data() + (r * (nnapi ? 4 : 5) + k - (nnapi ? 1 : 0)) * static_cast<std::int64_t>(size_of(roi_type)),
+            row[k]);
       }
     }
-    if (nnapi) p.batch_indices->data_as<std::int32_t>()[r] = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(n));
+    if (nnapi)
+      p.batch_indices->data_as<std::int32_t>()[r] = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(n));
   }
   return p;
 }
@@ -151,21 +169,21 @@ std::vector<std::tuple<roi_framework, dtype, layout>> differential_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPresets, RoiDifferential, ::testing::ValuesIn(differential_cases()),
-                         [](const auto& param) {
-                           return std::string(to_string(std::get<0>(param.param))) + "_" +
-                                  std::string(to_string(std::get<1>(param.param))) + "_" +
-                                  std::string(to_string(std::get<2>(param.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllPresets, RoiDifferential, ::testing::ValuesIn(differential_cases()), [](const auto& param) {
+  return std::string(to_string(std::get<0>(param.param))) + "_" + std::string(to_string(std::get<1>(param.param))) +
+         "_" + std::string(to_string(std::get<2>(param.param)));
+});
 
 TEST(RoiStrided, StridedInputsAndOutputsMatchContiguous) {
   std::mt19937_64 rng(77);
   for (int trial = 0; trial < 20; ++trial) {
-    random_problem p = make_problem(rng, roi_framework::torchvision, dtype::float32, trial % 2 ? layout::nchw : layout::nhwc);
+    random_problem p =
+        make_problem(rng, roi_framework::torchvision, dtype::float32, trial % 2 ? layout::nchw : layout::nhwc);
     const roi_pool_result expected = roi_pool(p.input, p.rois, p.options, std::nullopt, true);
     testing::strided_buffer input(dtype::float32, p.input.shape(), testing::all_memory_styles[trial % 5]);
     input.scatter(p.input);
-    testing::strided_buffer output(dtype::float32, expected.output.shape(), testing::all_memory_styles[(trial + 2) % 5]);
+    testing::strided_buffer output(dtype::float32, expected.output.shape(),
+                                   testing::all_memory_styles[(trial + 2) % 5]);
     testing::strided_buffer argmax(dtype::int32, expected.output.shape(), testing::all_memory_styles[(trial + 3) % 5]);
     roi_pool(input.const_view(), p.rois, output.view(), p.options, std::nullopt, argmax.view());
     EXPECT_TRUE(testing::same_bytes(output.gather(), expected.output)) << trial;
@@ -204,7 +222,8 @@ TEST(RoiThreads, ThreadCountsAgree) {
     const shape_t grad_shape = nchw ? input.shape() : shape_t{2, 40, 40, 130};
     const shape_t out_shape = nchw ? single.output.shape() : shape_t{64, 7, 7, 130};
     tensor grad_out(dtype::float32, out_shape);
-    for (std::int64_t i = 0; i < grad_out.numel(); ++i) grad_out.data_as<float>()[i] = 0.1f * static_cast<float>(rng() % 97);
+    for (std::int64_t i = 0; i < grad_out.numel(); ++i)
+      grad_out.data_as<float>()[i] = 0.1f * static_cast<float>(rng() % 97);
     // The forward's indices, laid out as this layout's argmax: any index in [-1, 1600) is valid.
     tensor indices(dtype::int32, out_shape);
     std::memcpy(indices.data(), single.argmax.data(), indices.size_bytes());
@@ -241,12 +260,16 @@ TEST(RoiLargeOutput, StreamedOutputsEqualReference) {
         row[4] = row[2] + static_cast<float>(rng() % 120);
       }
       for (roi_framework framework : {roi_framework::torchvision, roi_framework::directml}) {
-        const roi_pool_options options{.pooled_height = 7, .pooled_width = 7, .spatial_scale = 0.125,
-                                       .layout = memory_layout, .framework = framework};
+        const roi_pool_options options{.pooled_height = 7,
+                                       .pooled_width = 7,
+                                       .spatial_scale = 0.125,
+                                       .layout = memory_layout,
+                                       .framework = framework};
         const shape_t out_shape = roi_pool_shape(input.shape(), roi_count, options);
         tensor expected = testing::filled_tensor(dtype::float32, out_shape, std::byte{0x11});
         tensor expected_argmax = testing::filled_tensor(dtype::int32, out_shape, std::byte{0x11});
-        reference::roi_pool(input, rois, expected.mutable_view(), options, std::nullopt, expected_argmax.mutable_view());
+        reference::roi_pool(input, rois, expected.mutable_view(), options, std::nullopt,
+                            expected_argmax.mutable_view());
         ASSERT_GE(expected.size_bytes(), std::size_t{12} << 20);
         for (bool with_argmax : {true, false}) {
           tensor actual = testing::filled_tensor(dtype::float32, out_shape, std::byte{0x22});
@@ -273,7 +296,8 @@ TEST(RoiBackward, MatchesDirectScatter) {
       const roi_pool_result forward = roi_pool(p.input, p.rois, p.options, std::nullopt, true);
       tensor grad_out(type, forward.output.shape());
       for (std::int64_t i = 0; i < grad_out.numel(); ++i) {
-        put(type, grad_out.data() + i * static_cast<std::int64_t>(size_of(type)), static_cast<double>(rng() % 17) / 4.0 - 2.0);
+        put(type, grad_out.data() + i * static_cast<std::int64_t>(size_of(type)),
+            static_cast<double>(rng() % 17) / 4.0 - 2.0);
       }
       const tensor batch = roi_batch_indices(p.rois, p.input.shape()[0], p.options);
       const tensor grad = roi_pool_backward(grad_out, forward.argmax, p.input.shape(), memory_layout, batch.view());
@@ -287,8 +311,10 @@ TEST(RoiBackward, MatchesDirectScatter) {
       auto round_like = [&](double v) {
         switch (type) {
           case dtype::float32: return static_cast<double>(static_cast<float>(v));
-          case dtype::float16: return static_cast<double>(detail::half_to_float(detail::float_to_half(static_cast<float>(v))));
-          case dtype::bfloat16: return static_cast<double>(detail::bfloat16_to_float(detail::float_to_bfloat16(static_cast<float>(v))));
+          case dtype::float16:
+            return static_cast<double>(detail::half_to_float(detail::float_to_half(static_cast<float>(v))));
+          case dtype::bfloat16:
+            return static_cast<double>(detail::bfloat16_to_float(detail::float_to_bfloat16(static_cast<float>(v))));
           default: return v;
         }
       };
@@ -311,7 +337,8 @@ TEST(RoiBackward, MatchesDirectScatter) {
               const std::int32_t index = forward.argmax.data_as<std::int32_t>()[o];
               if (index < 0) continue;
               const std::int64_t target = nchw ? (b * C + c) * HW + index : (b * HW + index) * C + c;
-              expected[static_cast<std::size_t>(target)] = round_like(expected[static_cast<std::size_t>(target)] + value(grad_out, o));
+              expected[static_cast<std::size_t>(target)] =
+                  round_like(expected[static_cast<std::size_t>(target)] + value(grad_out, o));
             }
           }
         }
@@ -380,17 +407,25 @@ TEST(RoiValidation, EveryRuleHasItsSentenceAndNothingIsWritten) {
       {"nan batch", run(nan_batch, base), "roi_pool: ROI 0 has batch index nan, which is not a finite number"},
       {"nan", run(nan_coordinate, base), "roi_pool: ROI 0 has a non-finite coordinate x1 = nan"},
       {"inf", run(inf_coordinate, base), "roi_pool: ROI 0 has a non-finite coordinate x2 = inf"},
-      {"huge", run(huge, base), "roi_pool: ROI 0 coordinate x2 = 3.99999998e+12 scales to 3.99999998e+12, beyond the supported magnitude 2^30"},
-      {"malformed", run(malformed, base), "roi_pool: ROI 0 is malformed: x2 = 1, y2 = 4 must not be less than x1 = 4, y1 = 0"},
+      {"huge", run(huge, base),
+       "roi_pool: ROI 0 coordinate x2 = 3.99999998e+12 scales to 3.99999998e+12, beyond the supported magnitude 2^30"},
+      {"malformed", run(malformed, base),
+       "roi_pool: ROI 0 is malformed: x2 = 1, y2 = 4 must not be less than x1 = 4, y1 = 0"},
       {"pooled", run(good, {.pooled_height = 0, .pooled_width = 2}), "roi_pool: pooled size 0x2 must be at least 1x1"},
-      {"scale", run(good, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = 0}), "roi_pool: spatial_scale 0 must be a finite number greater than 0"},
-      {"scale nan", run(good, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = std::nan("")}), "roi_pool: spatial_scale nan must be a finite number greater than 0"},
-      {"shape", run(wrong_shape, base), "roi_pool: rois must have shape [R, 5] or [1, 1, R, 5] ([batch, x1, y1, x2, y2]), got [1, 4]"},
-      {"rank", run(wrong_rank, base), "roi_pool: rois must have shape [R, 5] or [1, 1, R, 5] ([batch, x1, y1, x2, y2]), got [5]"},
+      {"scale", run(good, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = 0}),
+       "roi_pool: spatial_scale 0 must be a finite number greater than 0"},
+      {"scale nan", run(good, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = std::nan("")}),
+       "roi_pool: spatial_scale nan must be a finite number greater than 0"},
+      {"shape", run(wrong_shape, base),
+       "roi_pool: rois must have shape [R, 5] or [1, 1, R, 5] ([batch, x1, y1, x2, y2]), got [1, 4]"},
+      {"rank", run(wrong_rank, base),
+       "roi_pool: rois must have shape [R, 5] or [1, 1, R, 5] ([batch, x1, y1, x2, y2]), got [5]"},
       {"dtype", run(wrong_type, base), "roi_pool: rois dtype float64 must be float32, the input's dtype"},
       {"nnapi indices", run(good, {.pooled_height = 2, .pooled_width = 2, .framework = roi_framework::nnapi}),
        "roi_pool: rois must have shape [R, 4] ([x1, y1, x2, y2], with batch_indices [R]), got [1, 5]"},
-      {"stride", run(wrong_shape, {.pooled_height = 2, .pooled_width = 2, .height_stride = -1.0, .framework = roi_framework::nnapi}),
+      {"stride",
+       run(wrong_shape,
+           {.pooled_height = 2, .pooled_width = 2, .height_stride = -1.0, .framework = roi_framework::nnapi}),
        "roi_pool: batch_indices [R] (int32) are required under framework nnapi"},
   };
   for (const auto& c : cases) {
@@ -413,22 +448,32 @@ TEST(RoiValidation, EveryRuleHasItsSentenceAndNothingIsWritten) {
     roi_pool(tensor(dtype::int32, {1, 1, 2, 2}), good, base);
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "roi_pool: input dtype int32 is not supported (float32, float16, bfloat16, float64, or quint8 / qint8 under nnapi)");
+    EXPECT_STREQ(failure.what(),
+                 "roi_pool: input dtype int32 is not supported (float32, float16, bfloat16, float64, or quint8 / qint8 "
+                 "under nnapi)");
   }
   tensor indices(dtype::int32, {1});
   try {
-    roi_pool(x, wrong_shape, {.pooled_height = 2, .pooled_width = 2, .height_stride = -1.0, .layout = layout::nchw,
-                             .framework = roi_framework::nnapi}, indices.view());
+    roi_pool(x, wrong_shape,
+             {.pooled_height = 2,
+              .pooled_width = 2,
+              .height_stride = -1.0,
+              .layout = layout::nchw,
+              .framework = roi_framework::nnapi},
+             indices.view());
     FAIL();
   } catch (const error& failure) {
     EXPECT_STREQ(failure.what(), "roi_pool: height_stride -1 must be a finite number greater than 0");
   }
   const tensor outside = rois_of({0, 0, 9, 4}, {1, 4});
   try {
-    roi_pool(x, outside, {.pooled_height = 2, .pooled_width = 2, .layout = layout::nchw, .framework = roi_framework::nnapi}, indices.view());
+    roi_pool(x, outside,
+             {.pooled_height = 2, .pooled_width = 2, .layout = layout::nchw, .framework = roi_framework::nnapi},
+             indices.view());
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "roi_pool: ROI 0 coordinate x2 = 9 scales to 9, outside the image [0, 8]; framework nnapi rejects it");
+    EXPECT_STREQ(failure.what(),
+                 "roi_pool: ROI 0 coordinate x2 = 9 scales to 9, outside the image [0, 8]; framework nnapi rejects it");
   }
   tensor argmax(dtype::int32, {1, 1, 1, 1});
   tensor grad(dtype::float32, {1, 1, 1, 1});
@@ -443,7 +488,8 @@ TEST(RoiValidation, EveryRuleHasItsSentenceAndNothingIsWritten) {
     roi_pool_backward(grad, argmax, shape_t{2, 1, 8, 8});
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "roi_pool_backward: the batch index of each ROI is needed when the input batch is 2 (pass roi_batch)");
+    EXPECT_STREQ(failure.what(),
+                 "roi_pool_backward: the batch index of each ROI is needed when the input batch is 2 (pass roi_batch)");
   }
 }
 
@@ -456,9 +502,11 @@ TEST(RoiValidation, BackwardNamesTheFirstBadArgmaxInOrder) {
     const shape_t out_shape = memory_layout == layout::nchw ? shape_t{40, 64, 7, 7} : shape_t{40, 7, 7, 64};
     tensor grad(dtype::float32, out_shape);
     tensor argmax(dtype::int32, out_shape);
-    for (std::int64_t i = 0; i < argmax.numel(); ++i) argmax.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i % 101) - 1;
+    for (std::int64_t i = 0; i < argmax.numel(); ++i)
+      argmax.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i % 101) - 1;
     auto at = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) -> std::int32_t& {
-      const std::int64_t offset = memory_layout == layout::nchw ? ((r * 64 + c) * 7 + ph) * 7 + pw : ((r * 7 + ph) * 7 + pw) * 64 + c;
+      const std::int64_t offset =
+          memory_layout == layout::nchw ? ((r * 64 + c) * 7 + ph) * 7 + pw : ((r * 7 + ph) * 7 + pw) * 64 + c;
       return argmax.data_as<std::int32_t>()[offset];
     };
     at(30, 2, 0, 0) = 100;  // a later ROI in a channel the first thread scatters first
@@ -468,7 +516,8 @@ TEST(RoiValidation, BackwardNamesTheFirstBadArgmaxInOrder) {
       roi_pool_backward(grad, argmax, input_shape, memory_layout);
       FAIL();
     } catch (const error& failure) {
-      EXPECT_STREQ(failure.what(), "roi_pool_backward: argmax -2 at [12, 60, 3, 5] is outside [-1, 100) for a 10x10 plane");
+      EXPECT_STREQ(failure.what(),
+                   "roi_pool_backward: argmax -2 at [12, 60, 3, 5] is outside [-1, 100) for a 10x10 plane");
     }
   }
   set_num_threads(saved);

@@ -20,60 +20,111 @@ struct error_case {
 };
 
 const error_case shape_rules[] = {
-    {direction::to_depth, {1, 30, 32, 3}, {.block_size = 4, .layout = layout::nhwc},
+    {direction::to_depth,
+     {1, 30, 32, 3},
+     {.block_size = 4, .layout = layout::nhwc},
      "space_to_depth: input height 30 is not divisible by block_size 4"},
-    {direction::to_depth, {1, 3, 32, 30}, {.block_size = 4},
+    {direction::to_depth,
+     {1, 3, 32, 30},
+     {.block_size = 4},
      "space_to_depth: input width 30 is not divisible by block_size 4"},
-    {direction::to_depth, {1, 3, 4, 4, 7}, {.block_size = 2, .framework = framework::openvino},
+    {direction::to_depth,
+     {1, 3, 4, 4, 7},
+     {.block_size = 2, .framework = framework::openvino},
      "space_to_depth: input spatial dimension D3 7 is not divisible by block_size 2"},
-    {direction::to_space, {1, 12, 2, 2}, {.block_size = 3},
+    {direction::to_space,
+     {1, 12, 2, 2},
+     {.block_size = 3},
      "depth_to_space: input channels 12 are not divisible by block_size^2 = 9"},
-    {direction::to_space, {1, 12, 2, 2, 2}, {.block_size = 2, .layout = layout::channels_first},
+    {direction::to_space,
+     {1, 12, 2, 2, 2},
+     {.block_size = 2, .layout = layout::channels_first},
      "depth_to_space: input channels 12 are not divisible by block_size^3 = 8"},
-    {direction::to_space, {1, 6, 2, 2, 4}, {.block_size = 2, .layout = layout::nchw_vect_c},
+    {direction::to_space,
+     {1, 6, 2, 2, 4},
+     {.block_size = 2, .layout = layout::nchw_vect_c},
      "depth_to_space: input channel groups 6 (NCHW_VECT_C channels / 4) are not divisible by block_size^2 = 4"},
-    {direction::to_depth, {1, 4, 4, 4}, {.block_size = 0},
-     "space_to_depth: block_size 0 must be at least 1"},
-    {direction::to_depth, {1, 4, 4, 4}, {.block_size = -2, .framework = framework::onnx},
+    {direction::to_depth, {1, 4, 4, 4}, {.block_size = 0}, "space_to_depth: block_size 0 must be at least 1"},
+    {direction::to_depth,
+     {1, 4, 4, 4},
+     {.block_size = -2, .framework = framework::onnx},
      "space_to_depth: block_size -2 must be at least 1 under framework onnx"},
-    {direction::to_space, {1, 4, 4, 4}, {.block_size = 1, .framework = framework::tf},
+    {direction::to_space,
+     {1, 4, 4, 4},
+     {.block_size = 1, .framework = framework::tf},
      "depth_to_space: block_size 1 must be at least 2 under framework tf"},
-    {direction::to_depth, {4, 4, 4}, {.block_size = 2, .layout = layout::nhwc},
+    {direction::to_depth,
+     {4, 4, 4},
+     {.block_size = 2, .layout = layout::nhwc},
      "space_to_depth: layout NHWC requires a rank-4 input, got rank 3 (shape [4, 4, 4])"},
-    {direction::to_depth, {1, 1, 4, 4}, {.block_size = 2, .layout = layout::nchw_vect_c},
+    {direction::to_depth,
+     {1, 1, 4, 4},
+     {.block_size = 2, .layout = layout::nchw_vect_c},
      "space_to_depth: layout NCHW_VECT_C requires a rank-5 input [N, C/4, H, W, 4], got rank 4 (shape [1, 1, 4, 4])"},
-    {direction::to_depth, {1, 1, 4, 4, 3}, {.block_size = 2, .layout = layout::nchw_vect_c},
+    {direction::to_depth,
+     {1, 1, 4, 4, 3},
+     {.block_size = 2, .layout = layout::nchw_vect_c},
      "space_to_depth: layout NCHW_VECT_C requires the last dimension to be 4, got 3"},
-    {direction::to_depth, {1, 4}, {.block_size = 2, .layout = layout::channels_last},
+    {direction::to_depth,
+     {1, 4},
+     {.block_size = 2, .layout = layout::channels_last},
      "space_to_depth: layout channels_last requires rank >= 3 (batch, channels and at least one spatial "
      "dimension), got rank 2"},
-    {direction::to_depth, {1, 2, 4, 4, 4}, {.block_size = 2, .framework = framework::onnx},
+    {direction::to_depth,
+     {1, 2, 4, 4, 4},
+     {.block_size = 2, .framework = framework::onnx},
      "space_to_depth: framework onnx requires a rank-4 input, got rank 5"},
-    {direction::to_space, {2, 8, 4}, {.block_size = 2, .framework = framework::directml},
+    {direction::to_space,
+     {2, 8, 4},
+     {.block_size = 2, .framework = framework::directml},
      "depth_to_space: framework directml requires a rank-4 input, got rank 3"},
-    {direction::to_depth, {1, 4, 4, 4}, {.block_size = 2, .layout = layout::nhwc, .framework = framework::onnx},
+    {direction::to_depth,
+     {1, 4, 4, 4},
+     {.block_size = 2, .layout = layout::nhwc, .framework = framework::onnx},
      "space_to_depth: layout NHWC is not supported under framework onnx (supported: NCHW, channels_first)"},
-    {direction::to_depth, {1, 4, 4, 4}, {.block_size = 2, .layout = layout::channels_last, .framework = framework::tf},
+    {direction::to_depth,
+     {1, 4, 4, 4},
+     {.block_size = 2, .layout = layout::channels_last, .framework = framework::tf},
      "space_to_depth: layout channels_last is not supported under framework tf (supported: NCHW, NHWC, NCHW_VECT_C)"},
-    {direction::to_depth, {1, 4, 4, 4}, {.block_size = 2, .mode = mode::crd, .framework = framework::onnx},
+    {direction::to_depth,
+     {1, 4, 4, 4},
+     {.block_size = 2, .mode = mode::crd, .framework = framework::onnx},
      "space_to_depth: mode CRD is not supported under framework onnx (supported: DCR)"},
-    {direction::to_space, {1, 4, 4, 4}, {.block_size = 2, .mode = mode::crd, .framework = framework::tf},
+    {direction::to_space,
+     {1, 4, 4, 4},
+     {.block_size = 2, .mode = mode::crd, .framework = framework::tf},
      "depth_to_space: mode CRD is not supported under framework tf (supported: DCR)"},
-    {direction::to_space, {1, 4, 4, 4}, {.block_size = 2, .mode = mode::dcr, .framework = framework::torch},
+    {direction::to_space,
+     {1, 4, 4, 4},
+     {.block_size = 2, .mode = mode::dcr, .framework = framework::torch},
      "depth_to_space: mode DCR is not supported under framework torch (supported: CRD)"},
-    {direction::to_space, {1, 4, 4, 4}, {.block_size = 2, .mode = mode::crd, .framework = framework::nnapi},
+    {direction::to_space,
+     {1, 4, 4, 4},
+     {.block_size = 2, .mode = mode::crd, .framework = framework::nnapi},
      "depth_to_space: mode CRD is not supported under framework nnapi (supported: DCR)"},
-    {direction::to_depth, {1, 1, 4, 4, 4}, {.block_size = 2, .layout = layout::nchw_vect_c, .mode = mode::crd},
+    {direction::to_depth,
+     {1, 1, 4, 4, 4},
+     {.block_size = 2, .layout = layout::nchw_vect_c, .mode = mode::crd},
      "space_to_depth: layout NCHW_VECT_C supports only mode DCR, got CRD"},
-    {direction::to_depth, {1, -3, 4, 4}, {.block_size = 2},
+    {direction::to_depth,
+     {1, -3, 4, 4},
+     {.block_size = 2},
      "space_to_depth: input extent -3 of dimension 1 is negative"},
-    {direction::to_depth, {1, 1LL << 40, 2, 2}, {.block_size = 1LL << 20},
+    {direction::to_depth,
+     {1, 1LL << 40, 2, 2},
+     {.block_size = 1LL << 20},
      "space_to_depth: input height 2 is not divisible by block_size 1048576"},
-    {direction::to_depth, {1, 1LL << 40, 1LL << 21, 1LL << 21}, {.block_size = 1LL << 20},
+    {direction::to_depth,
+     {1, 1LL << 40, 1LL << 21, 1LL << 21},
+     {.block_size = 1LL << 20},
      "space_to_depth: output channels 1099511627776 * 1099511627776 overflows 64-bit integers"},
-    {direction::to_space, {1, 1, 2, 2, 2}, {.block_size = 1LL << 30, .layout = layout::channels_first},
+    {direction::to_space,
+     {1, 1, 2, 2, 2},
+     {.block_size = 1LL << 30, .layout = layout::channels_first},
      "depth_to_space: block volume (block_size^K) 1152921504606846976 * 1073741824 overflows 64-bit integers"},
-    {direction::to_space, {1, 4, 1LL << 62, 1}, {.block_size = 2},
+    {direction::to_space,
+     {1, 4, 1LL << 62, 1},
+     {.block_size = 2},
      "depth_to_space: output height 4611686018427387904 * 2 overflows 64-bit integers"},
 };
 
@@ -119,12 +170,14 @@ TEST(SpaceDepthOperands, MismatchedOutputsAreRejectedWithoutWriting) {
   const tensor x(dtype::float32, {1, 2, 4, 4});
   const space_depth_options options{.block_size = 2};
   testing::strided_buffer wrong_type(dtype::float16, {1, 8, 2, 2}, testing::memory_style::contiguous);
-  expect_rejected_untouched(wrong_type, [&] { space_to_depth(x, wrong_type.view(), options); },
-                            "space_to_depth: output dtype float16 differs from input dtype float32");
+  expect_rejected_untouched(
+      wrong_type, [&] { space_to_depth(x, wrong_type.view(), options); },
+      "space_to_depth: output dtype float16 differs from input dtype float32");
   testing::strided_buffer wrong_shape(dtype::float32, {1, 8, 2, 3}, testing::memory_style::padded);
-  expect_rejected_untouched(wrong_shape, [&] { space_to_depth(x, wrong_shape.view(), options); },
-                            "space_to_depth: output shape [1, 8, 2, 3] differs from the expected [1, 8, 2, 2] "
-                            "for input shape [1, 2, 4, 4]");
+  expect_rejected_untouched(
+      wrong_shape, [&] { space_to_depth(x, wrong_shape.view(), options); },
+      "space_to_depth: output shape [1, 8, 2, 3] differs from the expected [1, 8, 2, 2] "
+      "for input shape [1, 2, 4, 4]");
   testing::strided_buffer wide(dtype::int16, {1, 4, 2, 2, 4}, testing::memory_style::contiguous);
   const tensor wide_input(dtype::int16, {1, 1, 4, 4, 4});
   expect_rejected_untouched(
@@ -135,13 +188,18 @@ TEST(SpaceDepthOperands, MismatchedOutputsAreRejectedWithoutWriting) {
   expect_rejected_untouched(
       requantized,
       [&] {
-        depth_to_space(quantized, requantized.view(quantization{0.5f, 3}), {.block_size = 2, .framework = framework::nnapi,});
+        depth_to_space(quantized, requantized.view(quantization{0.5f, 3}),
+                       {
+                           .block_size = 2,
+                           .framework = framework::nnapi,
+                       });
       },
       "depth_to_space: output quantization (scale 0.500000, zero point 3) differs from the input's "
       "(scale 0.250000, zero point 3); quantized data passes through unchanged");
   testing::strided_buffer bad_rule(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
-  expect_rejected_untouched(bad_rule, [&] { space_to_depth(x, bad_rule.view(), {.block_size = 3}); },
-                            "space_to_depth: input height 4 is not divisible by block_size 3");
+  expect_rejected_untouched(
+      bad_rule, [&] { space_to_depth(x, bad_rule.view(), {.block_size = 3}); },
+      "space_to_depth: input height 4 is not divisible by block_size 3");
 }
 
 TEST(SpaceDepthOperands, OverlappingMemoryIsRejected) {
@@ -154,7 +212,8 @@ TEST(SpaceDepthOperands, OverlappingMemoryIsRejected) {
     space_to_depth(input, overlapping, {.block_size = 2});
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "space_to_depth: input and output memory overlap; the output must be a separate buffer");
+    EXPECT_STREQ(failure.what(),
+                 "space_to_depth: input and output memory overlap; the output must be a separate buffer");
   }
   // An output whose strides alias its own elements.
   const mutable_tensor_view aliased(buffer.data() + 32 * 4, dtype::float32, {1, 4, 2, 2}, {16, 1, 2, 1});
@@ -162,8 +221,9 @@ TEST(SpaceDepthOperands, OverlappingMemoryIsRejected) {
     space_to_depth(input, aliased, {.block_size = 2});
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(),
-                 "space_to_depth: output strides [16, 1, 2, 1] for shape [1, 4, 2, 2] make distinct elements share memory");
+    EXPECT_STREQ(
+        failure.what(),
+        "space_to_depth: output strides [16, 1, 2, 1] for shape [1, 4, 2, 2] make distinct elements share memory");
   }
 }
 
@@ -176,20 +236,23 @@ TEST(SpaceDepthOperands, CallsLikeAnEarlierValidOneAreCheckedAnew) {
   const space_depth_options options{.block_size = 2, .mode = mode::crd};
   ASSERT_NO_THROW(space_to_depth(x, y.mutable_view(), options));
   testing::strided_buffer wrong_type(dtype::float16, {1, 8, 2, 2}, testing::memory_style::contiguous);
-  expect_rejected_untouched(wrong_type, [&] { space_to_depth(x, wrong_type.view(), options); },
-                            "space_to_depth: output dtype float16 differs from input dtype float32");
+  expect_rejected_untouched(
+      wrong_type, [&] { space_to_depth(x, wrong_type.view(), options); },
+      "space_to_depth: output dtype float16 differs from input dtype float32");
   const tensor half_input(dtype::float16, {1, 2, 4, 4});
   testing::strided_buffer for_half(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
-  expect_rejected_untouched(for_half, [&] { space_to_depth(half_input, for_half.view(), options); },
-                            "space_to_depth: output dtype float32 differs from input dtype float16");
+  expect_rejected_untouched(
+      for_half, [&] { space_to_depth(half_input, for_half.view(), options); },
+      "space_to_depth: output dtype float32 differs from input dtype float16");
   testing::strided_buffer aliased(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
   const mutable_tensor_view aliased_view(aliased.view().data(), dtype::float32, {1, 8, 2, 2}, {4, 1, 2, 1});
   expect_rejected_untouched(
       aliased, [&] { space_to_depth(x, aliased_view, options); },
       "space_to_depth: output strides [4, 1, 2, 1] for shape [1, 8, 2, 2] make distinct elements share memory");
   testing::strided_buffer same(dtype::float32, {1, 8, 2, 2}, testing::memory_style::contiguous);
-  expect_rejected_untouched(same, [&] { space_to_depth(x, same.view(), {.block_size = 3, .mode = mode::crd}); },
-                            "space_to_depth: input height 4 is not divisible by block_size 3");
+  expect_rejected_untouched(
+      same, [&] { space_to_depth(x, same.view(), {.block_size = 3, .mode = mode::crd}); },
+      "space_to_depth: input height 4 is not divisible by block_size 3");
   expect_rejected_untouched(
       same, [&] { space_to_depth(x, same.view(), {.block_size = 2, .mode = mode::crd, .framework = framework::onnx}); },
       "space_to_depth: mode CRD is not supported under framework onnx (supported: DCR)");
@@ -200,7 +263,10 @@ TEST(SpaceDepthOperands, CallsLikeAnEarlierValidOneAreCheckedAnew) {
   ASSERT_NO_THROW(depth_to_space(quantized, requantized.view(quantization{0.25f, 3}), nnapi));
   testing::strided_buffer untouched(dtype::qint8, {1, 4, 4, 2}, testing::memory_style::contiguous);
   expect_rejected_untouched(
-      untouched, [&] { depth_to_space(quantized, untouched.view(quantization{0.5f, 3}), nnapi); },
+      untouched,
+      [&] {
+        depth_to_space(quantized, untouched.view(quantization{0.5f, 3}), nnapi);
+      },
       "depth_to_space: output quantization (scale 0.500000, zero point 3) differs from the input's "
       "(scale 0.250000, zero point 3); quantized data passes through unchanged");
 }
@@ -230,7 +296,8 @@ TEST(SpaceDepthOperands, CallsAlternatingDescriptionsMatchTheReference) {
       reference::depth_to_space(x, expected.mutable_view(), v.options);
       testing::strided_buffer actual(v.type, out_shape, v.style);
       depth_to_space(x, actual.view(), v.options);
-      EXPECT_TRUE(testing::same_bytes(actual.gather(), expected)) << "variant " << (&v - variants) << " round " << round;
+      EXPECT_TRUE(testing::same_bytes(actual.gather(), expected))
+          << "variant " << (&v - variants) << " round " << round;
       EXPECT_TRUE(actual.only_elements_written());
     }
   }

@@ -73,7 +73,8 @@ TEST(SeedExamples, TensorFlowNchwIsNhwcTransposed) {
   for (int c = 0; c < 4; ++c) {
     for (int h = 0; h < 2; ++h) {
       for (int w = 0; w < 2; ++w) {
-        EXPECT_EQ(y.data_as<std::int64_t>()[(c * 2 + h) * 2 + w], reference.data_as<std::int64_t>()[(h * 2 + w) * 4 + c]);
+        EXPECT_EQ(y.data_as<std::int64_t>()[(c * 2 + h) * 2 + w],
+                  reference.data_as<std::int64_t>()[(h * 2 + w) * 4 + c]);
       }
     }
   }
@@ -115,7 +116,7 @@ TEST(SeedExamples, OpenVinoDepthToSpaceShapeExample) {
 
   const space_depth_options depth_first{.block_size = 2, .mode = mode::crd, .framework = framework::openvino};
   EXPECT_EQ(values(depth_to_space(x, depth_first), 24),
-            (std::vector<std::int64_t>{0, 6, 1, 7, 2, 8, 12, 18, 13, 19, 14, 20,
+            (std::vector<std::int64_t>{0, 6, 1, 7,  2, 8,  12, 18, 13, 19, 14, 20,
                                        3, 9, 4, 10, 5, 11, 15, 21, 16, 22, 17, 23}));
 }
 
@@ -127,18 +128,17 @@ TEST(SeedExamples, OnnxAndDirectMlDepthToSpace) {
   const tensor x = int_tensor({1, 8, 2, 3}, input);
   for (framework rules : {framework::onnx, framework::directml}) {
     const tensor dcr = depth_to_space(x, {.block_size = 2, .mode = mode::dcr, .framework = rules});
-    EXPECT_EQ(values(dcr), (std::vector<std::int64_t>{0,  18, 1,  19, 2,  20, 36, 54, 37, 55, 38, 56,
-                                                      3,  21, 4,  22, 5,  23, 39, 57, 40, 58, 41, 59,
-                                                      9,  27, 10, 28, 11, 29, 45, 63, 46, 64, 47, 65,
-                                                      12, 30, 13, 31, 14, 32, 48, 66, 49, 67, 50, 68}));
+    EXPECT_EQ(values(dcr), (std::vector<std::int64_t>{0,  18, 1,  19, 2,  20, 36, 54, 37, 55, 38, 56, 3,  21, 4,  22,
+                                                      5,  23, 39, 57, 40, 58, 41, 59, 9,  27, 10, 28, 11, 29, 45, 63,
+                                                      46, 64, 47, 65, 12, 30, 13, 31, 14, 32, 48, 66, 49, 67, 50, 68}));
     const tensor crd = depth_to_space(x, {.block_size = 2, .mode = mode::crd, .framework = rules});
     EXPECT_EQ(values(crd, 12), (std::vector<std::int64_t>{0, 9, 1, 10, 2, 11, 18, 27, 19, 28, 20, 29}));
   }
 }
 
 TEST(SeedExamples, OnnxSpaceToDepthExample) {
-  const tensor x = int_tensor({1, 1, 4, 6}, {0, 6, 1, 7, 2, 8, 12, 18, 13, 19, 14, 20,
-                                            3, 9, 4, 10, 5, 11, 15, 21, 16, 22, 17, 23});
+  const tensor x =
+      int_tensor({1, 1, 4, 6}, {0, 6, 1, 7, 2, 8, 12, 18, 13, 19, 14, 20, 3, 9, 4, 10, 5, 11, 15, 21, 16, 22, 17, 23});
   const tensor y = space_to_depth(x, {.block_size = 2, .framework = framework::onnx});
   EXPECT_EQ(y.shape(), (shape_t{1, 4, 2, 3}));
   EXPECT_EQ(values(y), values(arange({1, 4, 2, 3})));

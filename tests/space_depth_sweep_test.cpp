@@ -48,9 +48,8 @@ std::vector<sweep_case> make_sweep() {
     layout memory_layout;
     int spatial_rank;
   };
-  const layout_config layouts[] = {{layout::nchw, 2},           {layout::nhwc, 2},
-                                   {layout::nchw_vect_c, 2},    {layout::channels_first, 1},
-                                   {layout::channels_first, 3}, {layout::channels_last, 1},
+  const layout_config layouts[] = {{layout::nchw, 2},           {layout::nhwc, 2},           {layout::nchw_vect_c, 2},
+                                   {layout::channels_first, 1}, {layout::channels_first, 3}, {layout::channels_last, 1},
                                    {layout::channels_last, 3}};
   const dtype types[] = {dtype::uint8, dtype::float16, dtype::float32, dtype::float64, dtype::complex128};
   const std::int64_t blocks[] = {1, 2, 3, 4, 8};
@@ -120,11 +119,14 @@ TEST_P(SpaceDepthSweep, FastEqualsReferenceInBothDirections) {
     tensor actual = filled_tensor(c.type, depth_shape, std::byte{0x22});
     space_to_depth(x, actual.mutable_view(), options);
     EXPECT_TRUE(same_bytes(actual, expected)) << "space_to_depth differs from the reference under " << to_string(cap);
-    EXPECT_TRUE(same_bytes(depth_to_space(actual, options), x)) << "depth_to_space(space_to_depth(x)) != x under " << to_string(cap);
+    EXPECT_TRUE(same_bytes(depth_to_space(actual, options), x))
+        << "depth_to_space(space_to_depth(x)) != x under " << to_string(cap);
     tensor actual_space = filled_tensor(c.type, space_shape, std::byte{0x22});
     depth_to_space(y, actual_space.mutable_view(), options);
-    EXPECT_TRUE(same_bytes(actual_space, expected_space)) << "depth_to_space differs from the reference under " << to_string(cap);
-    EXPECT_TRUE(same_bytes(space_to_depth(actual_space, options), y)) << "space_to_depth(depth_to_space(y)) != y under " << to_string(cap);
+    EXPECT_TRUE(same_bytes(actual_space, expected_space))
+        << "depth_to_space differs from the reference under " << to_string(cap);
+    EXPECT_TRUE(same_bytes(space_to_depth(actual_space, options), y))
+        << "space_to_depth(depth_to_space(y)) != y under " << to_string(cap);
   }
   set_max_isa(isa::avx512vbmi);
 }
@@ -189,7 +191,8 @@ TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
       set_num_threads(threads);
       const tensor depth = space_to_depth(x, options);
       EXPECT_TRUE(same_bytes(depth, expected)) << to_string(c.memory_layout) << " threads " << threads;
-      EXPECT_TRUE(same_bytes(depth_to_space(depth, options), x)) << to_string(c.memory_layout) << " threads " << threads;
+      EXPECT_TRUE(same_bytes(depth_to_space(depth, options), x))
+          << to_string(c.memory_layout) << " threads " << threads;
     }
   }
   set_num_threads(saved);
@@ -230,8 +233,8 @@ TEST(SpaceDepthEmpty, ZeroSizeTensorsGiveEmptyOutputs) {
 TEST(SpaceDepthIdentity, BlockSizeOneCopies) {
   std::mt19937_64 rng(11);
   const tensor x = random_tensor(dtype::float32, {1, 5, 7, 3}, rng);
-  for (framework rules : {framework::nnapi, framework::onnx, framework::openvino, framework::torch,
-                          framework::directml, framework::permissive}) {
+  for (framework rules : {framework::nnapi, framework::onnx, framework::openvino, framework::torch, framework::directml,
+                          framework::permissive}) {
     const space_depth_options options{.block_size = 1, .framework = rules};
     EXPECT_TRUE(same_bytes(space_to_depth(x, options), x)) << to_string(rules);
     EXPECT_TRUE(same_bytes(depth_to_space(x, options), x)) << to_string(rules);
@@ -257,9 +260,8 @@ TEST(SpaceDepthPlan, ExecutesLikeTheOneShotCallsOnManyBuffers) {
     const auto dst_style = all_memory_styles[static_cast<std::size_t>(c.index + 1) % 5];
     strided_buffer probe_src(c.type, space_shape, src_style);
     strided_buffer probe_dst(c.type, depth_shape, dst_style);
-    const space_depth_plan plan = space_depth_plan::space_to_depth(c.type, space_shape, options,
-                                                                   probe_src.const_view().strides(),
-                                                                   probe_dst.view().strides());
+    const space_depth_plan plan = space_depth_plan::space_to_depth(
+        c.type, space_shape, options, probe_src.const_view().strides(), probe_dst.view().strides());
     EXPECT_EQ(plan.output_shape(), depth_shape);
     EXPECT_FALSE(plan.describe().empty());
     for (int round = 0; round < 3; ++round) {
@@ -287,14 +289,16 @@ TEST(SpaceDepthPlan, RejectsLikeTheOneShotCallsAndChecksBuffers) {
   } catch (const error& failure) {
     EXPECT_STREQ(failure.what(), "space_to_depth: input height 30 is not divisible by block_size 4");
   }
-  const space_depth_plan plan = space_depth_plan::depth_to_space(dtype::float32, shape_t{1, 8, 2, 2}, {.block_size = 2});
+  const space_depth_plan plan =
+      space_depth_plan::depth_to_space(dtype::float32, shape_t{1, 8, 2, 2}, {.block_size = 2});
   tensor buffer(dtype::float32, {64});
   std::fill(buffer.data_as<float>(), buffer.data_as<float>() + 64, 7.0f);
   try {
     plan.execute(buffer.data(), buffer.data() + 16);  // the output starts inside the input
     FAIL();
   } catch (const error& failure) {
-    EXPECT_STREQ(failure.what(), "depth_to_space: input and output memory overlap; the output must be a separate buffer");
+    EXPECT_STREQ(failure.what(),
+                 "depth_to_space: input and output memory overlap; the output must be a separate buffer");
   }
   EXPECT_THROW(plan.execute(nullptr, buffer.data()), error);
   for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer.data_as<float>()[i], 7.0f);

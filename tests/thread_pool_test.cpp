@@ -56,9 +56,10 @@ TEST(ThreadPool, JobsAfterIdlePeriodsWakeTheWorkers) {
 
 TEST(ThreadPool, FailureIsRethrownAndThePoolStillWorks) {
   for (int job = 0; job < 100; ++job) {
-    EXPECT_THROW(run_parts(2, [](int index) {
-                   if (index == 1) throw std::runtime_error("part 1 failed");
-                 }),
+    EXPECT_THROW(run_parts(2,
+                           [](int index) {
+                             if (index == 1) throw std::runtime_error("part 1 failed");
+                           }),
                  std::runtime_error);
   }
   expect_each_part_once(2, 100);

@@ -31,10 +31,9 @@ enum class dtype : std::uint8_t {
 
 /// Every dtype, in declaration order.
 inline constexpr dtype all_dtypes[] = {
-    dtype::boolean, dtype::int8,    dtype::int16,    dtype::int32,     dtype::int64,
-    dtype::uint8,   dtype::uint16,  dtype::uint32,   dtype::uint64,    dtype::float16,
-    dtype::bfloat16, dtype::float32, dtype::float64, dtype::complex64, dtype::complex128,
-    dtype::quint8,  dtype::qint8};
+    dtype::boolean, dtype::int8,      dtype::int16,      dtype::int32,   dtype::int64,    dtype::uint8,
+    dtype::uint16,  dtype::uint32,    dtype::uint64,     dtype::float16, dtype::bfloat16, dtype::float32,
+    dtype::float64, dtype::complex64, dtype::complex128, dtype::quint8,  dtype::qint8};
 
 /// Size of one element in bytes.
 std::size_t size_of(dtype type) noexcept;
@@ -47,14 +46,11 @@ std::string_view to_string(dtype type) noexcept;
 std::optional<dtype> parse_dtype(std::string_view name) noexcept;
 
 /// True for quint8 and qint8, whose tensors carry a scale and zero point.
-constexpr bool is_quantized(dtype type) noexcept {
-  return type == dtype::quint8 || type == dtype::qint8;
-}
+constexpr bool is_quantized(dtype type) noexcept { return type == dtype::quint8 || type == dtype::qint8; }
 
 /// True for float16, bfloat16, float32 and float64.
 constexpr bool is_floating_point(dtype type) noexcept {
-  return type == dtype::float16 || type == dtype::bfloat16 || type == dtype::float32 ||
-         type == dtype::float64;
+  return type == dtype::float16 || type == dtype::bfloat16 || type == dtype::float32 || type == dtype::float64;
 }
 
 /// Affine quantization: real = scale * (q - zero_point). regrid's data-movement

@@ -54,10 +54,10 @@ enum class roi_precision {
 };
 enum class roi_malformed_policy { reject, force_1x1 };
 enum class roi_max_rule {
-  fmax,                  ///< seed with the first element; NaN ignored unless all NaN; -inf kept
-  strict_from_flt_max,   ///< seed T(-FLT_MAX), take v > max: NaN never selected (Caffe, torchvision)
-  std_max_from_lowest,   ///< seed lowest(T), max = (v < max) ? max : v: NaN position-dependent (ORT)
-  strict_from_first,     ///< seed with the first element, take v > max: NaN only if first (NNAPI, OV)
+  fmax,                 ///< seed with the first element; NaN ignored unless all NaN; -inf kept
+  strict_from_flt_max,  ///< seed T(-FLT_MAX), take v > max: NaN never selected (Caffe, torchvision)
+  std_max_from_lowest,  ///< seed lowest(T), max = (v < max) ? max : v: NaN position-dependent (ORT)
+  strict_from_first,    ///< seed with the first element, take v > max: NaN only if first (NNAPI, OV)
 };
 enum class roi_batch_policy { reject_out_of_range, minus_one_terminates };
 
@@ -69,7 +69,7 @@ struct roi_pool_semantics {
   roi_malformed_policy malformed = roi_malformed_policy::reject;
   roi_max_rule max_rule = roi_max_rule::fmax;
   roi_batch_policy batch_policy = roi_batch_policy::reject_out_of_range;
-  bool reject_outside_image = false;  ///< nnapi: coordinates must lie in [0, W * stride]
+  bool reject_outside_image = false;    ///< nnapi: coordinates must lie in [0, W * stride]
   bool separate_batch_indices = false;  ///< nnapi: ROIs [R, 4] plus int32 batch_indices [R]
   bool scale_from_strides = false;      ///< nnapi: scale = 1 / stride, per axis
   friend bool operator==(const roi_pool_semantics&, const roi_pool_semantics&) = default;
@@ -86,11 +86,11 @@ struct roi_pool_options {
   std::int64_t pooled_height = 0;
   std::int64_t pooled_width = 0;
   double spatial_scale = 1.0;
-  std::optional<double> height_stride;  ///< nnapi; default 1 / spatial_scale
-  std::optional<double> width_stride;   ///< nnapi; default 1 / spatial_scale
+  std::optional<double> height_stride;   ///< nnapi; default 1 / spatial_scale
+  std::optional<double> width_stride;    ///< nnapi; default 1 / spatial_scale
   std::optional<regrid::layout> layout;  ///< NCHW or NHWC; default NHWC under nnapi, else NCHW
   roi_framework framework = roi_framework::directml;
-  std::optional<roi_rounding> rounding;  ///< overrides the preset's rounding
+  std::optional<roi_rounding> rounding;         ///< overrides the preset's rounding
   std::optional<roi_pool_semantics> semantics;  ///< replaces the preset entirely
   /// The effective semantics: `semantics`, else the framework's preset with `rounding` applied.
   [[nodiscard]] roi_pool_semantics resolved() const {
@@ -116,8 +116,7 @@ struct roi_pool_result {
 
 /// Allocating forward.
 roi_pool_result roi_pool(const tensor_view& input, const tensor_view& rois, const roi_pool_options& options,
-                         const std::optional<tensor_view>& batch_indices = std::nullopt,
-                         bool return_argmax = false);
+                         const std::optional<tensor_view>& batch_indices = std::nullopt, bool return_argmax = false);
 
 /// The validated batch index of every ROI as int32 [R] (what the backward pass needs).
 /// Under batch_policy minus_one_terminates, the ROIs from the first -1 on get -1.

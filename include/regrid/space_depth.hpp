@@ -78,18 +78,14 @@ struct space_depth_options {
 
 /// Output shape of space_to_depth for an input shape, without data. Throws regrid::error
 /// exactly as space_to_depth would for that shape.
-shape_t space_to_depth_shape(std::span<const std::int64_t> input_shape,
-                             const space_depth_options& options);
+shape_t space_to_depth_shape(std::span<const std::int64_t> input_shape, const space_depth_options& options);
 /// Output shape of depth_to_space for an input shape, without data.
-shape_t depth_to_space_shape(std::span<const std::int64_t> input_shape,
-                             const space_depth_options& options);
+shape_t depth_to_space_shape(std::span<const std::int64_t> input_shape, const space_depth_options& options);
 
 /// Writes space_to_depth(src) into dst, whose dtype must equal src's and whose shape must
 /// equal space_to_depth_shape(src.shape()).
-void space_to_depth(const tensor_view& src, const mutable_tensor_view& dst,
-                    const space_depth_options& options);
-void depth_to_space(const tensor_view& src, const mutable_tensor_view& dst,
-                    const space_depth_options& options);
+void space_to_depth(const tensor_view& src, const mutable_tensor_view& dst, const space_depth_options& options);
+void depth_to_space(const tensor_view& src, const mutable_tensor_view& dst, const space_depth_options& options);
 
 /// Allocating forms: return a new C-contiguous tensor carrying src's dtype and quantization.
 tensor space_to_depth(const tensor_view& src, const space_depth_options& options);
@@ -137,10 +133,8 @@ class space_depth_plan {
 namespace reference {
 /// The spec of record: a direct, per-element transcription of the index formulas above.
 /// Same contract as the fast versions; slow; used to check them bit for bit.
-void space_to_depth(const tensor_view& src, const mutable_tensor_view& dst,
-                    const space_depth_options& options);
-void depth_to_space(const tensor_view& src, const mutable_tensor_view& dst,
-                    const space_depth_options& options);
+void space_to_depth(const tensor_view& src, const mutable_tensor_view& dst, const space_depth_options& options);
+void depth_to_space(const tensor_view& src, const mutable_tensor_view& dst, const space_depth_options& options);
 }  // namespace reference
 
 }  // namespace regrid

@@ -67,18 +67,20 @@ class basic_tensor_view {
   /// do not match the rank, or data is null for a non-empty tensor.
   basic_tensor_view(Byte* data, dtype type, shape_t shape, shape_t strides = {},
                     std::optional<quantization> quant = std::nullopt)
-      : data_(data), type_(type), shape_(std::move(shape)), strides_(std::move(strides)),
-        quant_(quant) {
+      : data_(data), type_(type), shape_(std::move(shape)), strides_(std::move(strides)), quant_(quant) {
     if (strides_.empty()) strides_ = contiguous_strides(shape_);
     detail::validate_view(data_, type_, shape_, strides_);
   }
 
   /// A mutable view converts to a const one.
   template <class Other>
-    requires(!std::is_same_v<Other, Byte> && std::is_same_v<Byte, const Other>)
-  basic_tensor_view(const basic_tensor_view<Other>& other)  // NOLINT(google-explicit-constructor)
-      : data_(other.data()), type_(other.type()), shape_(other.shape()),
-        strides_(other.strides()), quant_(other.quant()) {}
+  requires(!std::is_same_v<Other, Byte> && std::is_same_v<Byte, const Other>)
+      basic_tensor_view(const basic_tensor_view<Other>& other)  // NOLINT(google-explicit-constructor)
+      : data_(other.data()),
+        type_(other.type()),
+        shape_(other.shape()),
+        strides_(other.strides()),
+        quant_(other.quant()) {}
 
   [[nodiscard]] Byte* data() const noexcept { return data_; }
   [[nodiscard]] dtype type() const noexcept { return type_; }

@@ -9,28 +9,22 @@
 
 namespace regrid::detail {
 
-[[noreturn]] inline void fail(status code, const std::string& message) {
-  throw error(code, message);
-}
+[[noreturn]] inline void fail(status code, const std::string& message) { throw error(code, message); }
 
-[[noreturn]] inline void fail_invalid(const std::string& message) {
-  fail(status::invalid_argument, message);
-}
+[[noreturn]] inline void fail_invalid(const std::string& message) { fail(status::invalid_argument, message); }
 
 /// a * b, or throws status::overflow with "<op>: <what> a * b overflows 64-bit integers".
-inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view op,
-                                std::string_view what) {
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view op, std::string_view what) {
   std::int64_t result = 0;
   if (__builtin_mul_overflow(a, b, &result)) {
-    fail(status::overflow, std::string(op) + ": " + std::string(what) + " " + std::to_string(a) +
-                               " * " + std::to_string(b) + " overflows 64-bit integers");
+    fail(status::overflow, std::string(op) + ": " + std::string(what) + " " + std::to_string(a) + " * " +
+                               std::to_string(b) + " overflows 64-bit integers");
   }
   return result;
 }
 
 /// b^k with overflow checking.
-inline std::int64_t checked_pow(std::int64_t base, int exponent, std::string_view op,
-                                std::string_view what) {
+inline std::int64_t checked_pow(std::int64_t base, int exponent, std::string_view op, std::string_view what) {
   std::int64_t result = 1;
   for (int i = 0; i < exponent; ++i) result = checked_mul(result, base, op, what);
   return result;

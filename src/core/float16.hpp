@@ -39,8 +39,8 @@ inline std::uint16_t float_to_half(float value) noexcept {
     return static_cast<std::uint16_t>(sign | 0x7C00U | payload);
   }
   if (magnitude >= 0x477FF000U) return static_cast<std::uint16_t>(sign | 0x7C00U);  // rounds to inf
-  if (magnitude < 0x38800000U) {  // subnormal or zero in half
-    if (magnitude < 0x33000000U) return sign;  // below half the smallest subnormal
+  if (magnitude < 0x38800000U) {                                                    // subnormal or zero in half
+    if (magnitude < 0x33000000U) return sign;                                       // below half the smallest subnormal
     const std::uint32_t mantissa = (magnitude & 0x7FFFFFU) | 0x800000U;
     const int shift = 126 - static_cast<int>(magnitude >> 23);  // 14..24
     std::uint32_t result = mantissa >> shift;

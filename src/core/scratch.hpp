@@ -1,6 +1,6 @@
-// Storage for large buffers, and per-thread working memory reused across calls. Kernels that stage an operand (the ROI pooling
-// of NCHW input goes through a channels-last copy) would otherwise fault in and zero fresh pages
-// on every call, which for a few MB costs as much as the copy itself.
+// Storage for large buffers, and per-thread working memory reused across calls. Kernels that stage an operand (the ROI
+// pooling of NCHW input goes through a channels-last copy) would otherwise fault in and zero fresh pages on every call,
+// which for a few MB costs as much as the copy itself.
 #pragma once
 
 #include <cstddef>

@@ -51,18 +51,21 @@ void validate_view(const void* data, dtype type, std::span<const std::int64_t> s
   }
   for (std::size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] < 0) {
-      fail_invalid("tensor: extent " + std::to_string(shape[k]) + " of dimension " +
-                   std::to_string(k) + " in shape " + format_shape(shape) + " is negative");
+      fail_invalid("tensor: extent " + std::to_string(shape[k]) + " of dimension " + std::to_string(k) + " in shape " +
+                   format_shape(shape) + " is negative");
     }
   }
   const std::int64_t count = element_count(shape);
   if (count > 0) {
-    if (data == nullptr) fail_invalid("tensor: data pointer is null for a non-empty tensor of shape " + format_shape(shape));
+    if (data == nullptr)
+      fail_invalid("tensor: data pointer is null for a non-empty tensor of shape " + format_shape(shape));
     // The byte span must be addressable: every offset has to fit in 64 bits.
     std::int64_t span = 0;
     for (std::size_t k = 0; k < shape.size(); ++k) {
-      std::int64_t reach = checked_mul(shape[k] - 1, strides[k] < 0 ? -strides[k] : strides[k], "tensor", "stride span");
-      if (__builtin_add_overflow(span, reach, &span)) fail(status::overflow, "tensor: the stride span overflows 64-bit integers");
+      std::int64_t reach =
+          checked_mul(shape[k] - 1, strides[k] < 0 ? -strides[k] : strides[k], "tensor", "stride span");
+      if (__builtin_add_overflow(span, reach, &span))
+        fail(status::overflow, "tensor: the stride span overflows 64-bit integers");
     }
     checked_mul(span + 1, static_cast<std::int64_t>(size_of(type)), "tensor", "byte span");
   }

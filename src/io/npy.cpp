@@ -22,9 +22,18 @@ struct descr_entry {
   dtype type;
 };
 constexpr std::array<descr_entry, 13> descr_table = {{
-    {"b1", dtype::boolean}, {"i1", dtype::int8},     {"i2", dtype::int16},    {"i4", dtype::int32},
-    {"i8", dtype::int64},   {"u1", dtype::uint8},    {"u2", dtype::uint16},   {"u4", dtype::uint32},
-    {"u8", dtype::uint64},  {"f2", dtype::float16},  {"f4", dtype::float32},  {"f8", dtype::float64},
+    {"b1", dtype::boolean},
+    {"i1", dtype::int8},
+    {"i2", dtype::int16},
+    {"i4", dtype::int32},
+    {"i8", dtype::int64},
+    {"u1", dtype::uint8},
+    {"u2", dtype::uint16},
+    {"u4", dtype::uint32},
+    {"u8", dtype::uint64},
+    {"f2", dtype::float16},
+    {"f4", dtype::float32},
+    {"f8", dtype::float64},
     {"c8", dtype::complex64},
 }};
 
@@ -46,7 +55,8 @@ class header_parser {
       expect(':');
       skip_space();
       if (key == "descr") {
-        if (peek() != '\'' && peek() != '"') fail("the 'descr' value is not a simple dtype string (structured dtypes are not supported)");
+        if (peek() != '\'' && peek() != '"')
+          fail("the 'descr' value is not a simple dtype string (structured dtypes are not supported)");
         descr = parse_string();
         have_descr = true;
       } else if (key == "fortran_order") {
@@ -79,13 +89,15 @@ class header_parser {
   }
   void expect(char c) {
     skip_space();
-    if (peek() != c) fail(std::string("the header dictionary is malformed: expected '") + c + "' at offset " + std::to_string(pos_));
+    if (peek() != c)
+      fail(std::string("the header dictionary is malformed: expected '") + c + "' at offset " + std::to_string(pos_));
     ++pos_;
   }
   std::string parse_string() {
     skip_space();
     const char quote = peek();
-    if (quote != '\'' && quote != '"') fail("the header dictionary is malformed: expected a quoted string at offset " + std::to_string(pos_));
+    if (quote != '\'' && quote != '"')
+      fail("the header dictionary is malformed: expected a quoted string at offset " + std::to_string(pos_));
     const std::size_t end = text_.find(quote, pos_ + 1);
     if (end == std::string_view::npos) fail("the header has an unterminated string");
     std::string value(text_.substr(pos_ + 1, end - pos_ - 1));
@@ -121,7 +133,8 @@ class header_parser {
       if (peek() == 'L') ++pos_;  // Python 2 long suffix
       if (!any) fail("the 'shape' value is not a tuple of non-negative integers");
       shape.push_back(value);
-      if (shape.size() > static_cast<std::size_t>(max_rank)) fail("the array rank exceeds the maximum rank " + std::to_string(max_rank));
+      if (shape.size() > static_cast<std::size_t>(max_rank))
+        fail("the array rank exceeds the maximum rank " + std::to_string(max_rank));
       skip_space();
       if (peek() == ',') {
         ++pos_;
@@ -170,7 +183,8 @@ npy_array parse_npy(std::span<const std::byte> file, std::string_view name, std:
     fail_io(name, "not a .npy file (the magic string \\x93NUMPY is missing)");
   }
   const int major = std::to_integer<int>(file[6]);
-  if (major < 1 || major > 3) fail_io(name, "format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
+  if (major < 1 || major > 3)
+    fail_io(name, "format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
   const int length_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = 8 + static_cast<std::size_t>(length_bytes);
   if (file.size() < prefix) fail_io(name, "the file is truncated inside the header length");
@@ -229,12 +243,11 @@ npy_array parse_npy(std::span<const std::byte> file, std::string_view name, std:
   } catch (const error&) {
     fail_io(name, "the element count of shape " + format_shape(shape) + " overflows 64-bit integers");
   }
-  const std::int64_t data_bytes =
-      detail::checked_mul(count, static_cast<std::int64_t>(item_size), "npy", "data size");
+  const std::int64_t data_bytes = detail::checked_mul(count, static_cast<std::int64_t>(item_size), "npy", "data size");
   const std::size_t available = file.size() - prefix - header_length;
   if (static_cast<std::uint64_t>(data_bytes) > available) {
-    fail_io(name, "the file is truncated: the header declares " + std::to_string(data_bytes) +
-                      " bytes of data but " + std::to_string(available) + " remain");
+    fail_io(name, "the file is truncated: the header declares " + std::to_string(data_bytes) + " bytes of data but " +
+                      std::to_string(available) + " remain");
   }
   if (static_cast<std::uint64_t>(data_bytes) < available) {
     fail_io(name, "the file has " + std::to_string(available - data_bytes) +

@@ -16,14 +16,12 @@
 namespace regrid::io {
 
 struct npy_array {
-  tensor storage;      ///< the data as stored in the file (native byte order)
-  shape_t shape;       ///< logical shape
-  shape_t strides;     ///< logical strides in elements (C order unless the file was Fortran order)
-  std::string descr;   ///< the file's dtype descriptor, little-endian form (e.g. "<f4", "|b1", "<V2")
+  tensor storage;     ///< the data as stored in the file (native byte order)
+  shape_t shape;      ///< logical shape
+  shape_t strides;    ///< logical strides in elements (C order unless the file was Fortran order)
+  std::string descr;  ///< the file's dtype descriptor, little-endian form (e.g. "<f4", "|b1", "<V2")
 
-  [[nodiscard]] tensor_view view() const {
-    return {storage.data(), storage.type(), shape, strides, storage.quant()};
-  }
+  [[nodiscard]] tensor_view view() const { return {storage.data(), storage.type(), shape, strides, storage.quant()}; }
 };
 
 /// Parses a whole .npy file image. `name` is used in error messages. `as_type` reinterprets

@@ -19,9 +19,12 @@ using detail::fail_invalid;
 
 namespace {
 constexpr std::array<std::pair<std::string_view, roi_framework>, 7> roi_framework_names = {{
-    {"directml", roi_framework::directml}, {"onnx", roi_framework::onnx},
-    {"caffe", roi_framework::caffe},       {"torchvision", roi_framework::torchvision},
-    {"nnapi", roi_framework::nnapi},       {"openvino", roi_framework::openvino},
+    {"directml", roi_framework::directml},
+    {"onnx", roi_framework::onnx},
+    {"caffe", roi_framework::caffe},
+    {"torchvision", roi_framework::torchvision},
+    {"nnapi", roi_framework::nnapi},
+    {"openvino", roi_framework::openvino},
     {"dml", roi_framework::directml},
 }};
 constexpr std::array<std::pair<std::string_view, roi_rounding>, 2> rounding_names = {{
@@ -123,12 +126,30 @@ double read_roi_value(const tensor_view& rois, std::int64_t r, std::int64_t k) {
   const std::int64_t offset = r * rois.strides()[rank - 2] + k * rois.strides()[rank - 1];
   const std::byte* at = rois.data() + offset * static_cast<std::int64_t>(rois.element_size());
   switch (rois.type()) {
-    case dtype::float32: { float v; std::memcpy(&v, at, 4); return v; }
-    case dtype::float64: { double v; std::memcpy(&v, at, 8); return v; }
-    case dtype::float16: { std::uint16_t v; std::memcpy(&v, at, 2); return detail::half_to_float(v); }
-    case dtype::bfloat16: { std::uint16_t v; std::memcpy(&v, at, 2); return detail::bfloat16_to_float(v); }
+    case dtype::float32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case dtype::float64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
+    case dtype::float16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return detail::half_to_float(v);
+    }
+    case dtype::bfloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return detail::bfloat16_to_float(v);
+    }
     case dtype::uint16: {  // NNAPI TENSOR_QUANT16_ASYMM, scale 0.125, zero point 0, dequantized in float
-      std::uint16_t v; std::memcpy(&v, at, 2); return static_cast<double>(0.125f * static_cast<float>(v));
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return static_cast<double>(0.125f * static_cast<float>(v));
     }
     default: return 0;
   }
@@ -136,8 +157,14 @@ double read_roi_value(const tensor_view& rois, std::int64_t r, std::int64_t k) {
 
 std::int64_t read_index(const tensor_view& indices, std::int64_t r) {
   const std::byte* at = indices.data() + r * indices.strides()[0] * static_cast<std::int64_t>(indices.element_size());
-  if (indices.type() == dtype::int32) { std::int32_t v; std::memcpy(&v, at, 4); return v; }
-  std::int64_t v; std::memcpy(&v, at, 8); return v;
+  if (indices.type() == dtype::int32) {
+    std::int32_t v;
+    std::memcpy(&v, at, 4);
+    return v;
+  }
+  std::int64_t v;
+  std::memcpy(&v, at, 8);
+  return v;
 }
 
 void compute_bins(const roi_problem& p, std::int64_t start, std::int64_t end, std::int64_t pooled, std::int64_t limit,
@@ -148,7 +175,8 @@ void compute_bins(const roi_problem& p, std::int64_t start, std::int64_t end, st
   bin_start.resize(static_cast<std::size_t>(pooled));
   bin_end.resize(static_cast<std::size_t>(pooled));
   const arithmetic math = p.math;
-  const double step = round_to(math, round_to(math, static_cast<double>(extent)) / round_to(math, static_cast<double>(pooled)));
+  const double step =
+      round_to(math, round_to(math, static_cast<double>(extent)) / round_to(math, static_cast<double>(pooled)));
   for (std::int64_t i = 0; i < pooled; ++i) {
     std::int64_t first = 0;
     std::int64_t last = 0;
@@ -158,13 +186,17 @@ void compute_bins(const roi_problem& p, std::int64_t start, std::int64_t end, st
         last = start + ((i + 1) * extent + pooled - 1) / pooled;
         break;
       case roi_bin_arithmetic::floating:
-        first = start + static_cast<std::int64_t>(std::floor(round_to(math, round_to(math, static_cast<double>(i)) * step)));
-        last = start + static_cast<std::int64_t>(std::ceil(round_to(math, round_to(math, static_cast<double>(i + 1)) * step)));
+        first = start +
+                static_cast<std::int64_t>(std::floor(round_to(math, round_to(math, static_cast<double>(i)) * step)));
+        last = start +
+               static_cast<std::int64_t>(std::ceil(round_to(math, round_to(math, static_cast<double>(i + 1)) * step)));
         break;
       case roi_bin_arithmetic::floating_with_offset: {
         const double offset = round_to(math, static_cast<double>(start));
-        first = static_cast<std::int64_t>(std::floor(round_to(math, round_to(math, step * round_to(math, static_cast<double>(i))) + offset)));
-        last = static_cast<std::int64_t>(std::ceil(round_to(math, round_to(math, step * round_to(math, static_cast<double>(i + 1))) + offset)));
+        first = static_cast<std::int64_t>(
+            std::floor(round_to(math, round_to(math, step * round_to(math, static_cast<double>(i))) + offset)));
+        last = static_cast<std::int64_t>(
+            std::ceil(round_to(math, round_to(math, step * round_to(math, static_cast<double>(i + 1))) + offset)));
         break;
       }
     }
@@ -196,8 +228,9 @@ roi_problem plan_roi_pool(std::span<const std::int64_t> input_shape, dtype input
                  " is not supported (float32, float16, bfloat16, float64, or quint8 / qint8 under nnapi)");
   }
   if (input_shape.size() != 4) {
-    fail_invalid("roi_pool: input must have rank 4 (" + std::string(p.layout == layout::nchw ? "[N, C, H, W]" : "[N, H, W, C]") +
-                 "), got rank " + std::to_string(input_shape.size()));
+    fail_invalid("roi_pool: input must have rank 4 (" +
+                 std::string(p.layout == layout::nchw ? "[N, C, H, W]" : "[N, H, W, C]") + "), got rank " +
+                 std::to_string(input_shape.size()));
   }
   for (std::int64_t extent : input_shape) {
     if (extent < 0) fail_invalid("roi_pool: input shape " + format_shape(input_shape) + " has a negative extent");
@@ -227,10 +260,10 @@ roi_problem plan_roi_pool(std::span<const std::int64_t> input_shape, dtype input
   p.roi_count = rs[rois.rank() - 2];
   const dtype expected_roi_type = quantized ? dtype::uint16 : input_type;
   if (rois.type() != expected_roi_type) {
-    fail_invalid("roi_pool: rois dtype " + std::string(to_string(rois.type())) + " must be " +
-                 std::string(to_string(expected_roi_type)) +
-                 (quantized ? " (quant16 asymm with scale 0.125 and zero point 0) for quantized input"
-                            : ", the input's dtype"));
+    fail_invalid(
+        "roi_pool: rois dtype " + std::string(to_string(rois.type())) + " must be " +
+        std::string(to_string(expected_roi_type)) +
+        (quantized ? " (quant16 asymm with scale 0.125 and zero point 0) for quantized input" : ", the input's dtype"));
   }
   if (s.separate_batch_indices) {
     if (!batch_indices) fail_invalid("roi_pool: batch_indices [R] (int32) are required" + under);
@@ -256,7 +289,8 @@ roi_problem plan_roi_pool(std::span<const std::int64_t> input_shape, dtype input
     auto stride_of = [&](const std::optional<double>& stride, const char* name) {
       const double value = stride.value_or(1.0 / options.spatial_scale);
       if (!std::isfinite(value) || value <= 0) {
-        fail_invalid("roi_pool: " + std::string(name) + " " + number(value) + " must be a finite number greater than 0");
+        fail_invalid("roi_pool: " + std::string(name) + " " + number(value) +
+                     " must be a finite number greater than 0");
       }
       // NNAPI: scale = T_Roi(1.0f / stride), the stride being float16 for float16 models.
       const double stored = round_to(input_type == dtype::float16 ? arithmetic::f16 : arithmetic::f32, value);
@@ -266,7 +300,8 @@ roi_problem plan_roi_pool(std::span<const std::int64_t> input_shape, dtype input
     p.scale_x = stride_of(options.width_stride, "width_stride");
   } else {
     if (!std::isfinite(options.spatial_scale) || options.spatial_scale <= 0) {
-      fail_invalid("roi_pool: spatial_scale " + number(options.spatial_scale) + " must be a finite number greater than 0");
+      fail_invalid("roi_pool: spatial_scale " + number(options.spatial_scale) +
+                   " must be a finite number greater than 0");
     }
     p.scale_y = p.scale_x = round_to(p.math, options.spatial_scale);
   }
@@ -308,7 +343,8 @@ std::vector<roi_box> compute_boxes(const roi_problem& p, const tensor_view& rois
       continue;
     }
     if (batch < 0 || batch >= p.batch) {
-      fail_invalid(which + " has batch index " + std::to_string(batch) + ", outside [0, " + std::to_string(p.batch) + ")");
+      fail_invalid(which + " has batch index " + std::to_string(batch) + ", outside [0, " + std::to_string(p.batch) +
+                   ")");
     }
     box.batch = batch;
 
@@ -316,7 +352,8 @@ std::vector<roi_box> compute_boxes(const roi_problem& p, const tensor_view& rois
     std::array<std::int64_t, 4> corner{};
     for (int k = 0; k < 4; ++k) {
       raw[k] = read_roi_value(rois, r, first_coordinate + k);
-      if (!std::isfinite(raw[k])) fail_invalid(which + " has a non-finite coordinate " + names[k] + " = " + number(raw[k]));
+      if (!std::isfinite(raw[k]))
+        fail_invalid(which + " has a non-finite coordinate " + names[k] + " = " + number(raw[k]));
       const double value = round_to(p.math, raw[k]);
       const double scaled = round_to(p.math, value * (k % 2 == 0 ? p.scale_x : p.scale_y));
       if (s.reject_outside_image) {
@@ -333,8 +370,8 @@ std::vector<roi_box> compute_boxes(const roi_problem& p, const tensor_view& rois
       corner[k] = static_cast<std::int64_t>(round_coordinate(s.rounding, scaled));
     }
     if (s.malformed == roi_malformed_policy::reject && (raw[2] < raw[0] || raw[3] < raw[1])) {
-      fail_invalid(which + " is malformed: x2 = " + number(raw[2]) + ", y2 = " + number(raw[3]) + " must not be less than x1 = " +
-                   number(raw[0]) + ", y1 = " + number(raw[1]));
+      fail_invalid(which + " is malformed: x2 = " + number(raw[2]) + ", y2 = " + number(raw[3]) +
+                   " must not be less than x1 = " + number(raw[0]) + ", y1 = " + number(raw[1]));
     }
     compute_bins(p, corner[1], corner[3], p.pooled_height, p.height, box.hstart, box.hend);
     compute_bins(p, corner[0], corner[2], p.pooled_width, p.width, box.wstart, box.wend);
@@ -361,11 +398,12 @@ void check_roi_outputs(const roi_problem& p, const tensor_view& input, const mut
                    format_shape(p.output_shape));
     }
     if (p.height * p.width > INT32_MAX) {
-      fail_invalid("roi_pool: argmax cannot index a plane of " + std::to_string(p.height) + "x" + std::to_string(p.width) +
-                   " elements in int32");
+      fail_invalid("roi_pool: argmax cannot index a plane of " + std::to_string(p.height) + "x" +
+                   std::to_string(p.width) + " elements in int32");
     }
   }
-  if (overlaps(input, output)) fail_invalid("roi_pool: input and output memory overlap; the output must be a separate buffer");
+  if (overlaps(input, output))
+    fail_invalid("roi_pool: input and output memory overlap; the output must be a separate buffer");
   if (argmax && (overlaps(input, *argmax) || overlaps(output, *argmax))) {
     fail_invalid("roi_pool: argmax memory overlaps the input or the output");
   }
@@ -373,7 +411,8 @@ void check_roi_outputs(const roi_problem& p, const tensor_view& input, const mut
 
 }  // namespace ops
 
-shape_t roi_pool_shape(std::span<const std::int64_t> input_shape, std::int64_t roi_count, const roi_pool_options& options) {
+shape_t roi_pool_shape(std::span<const std::int64_t> input_shape, std::int64_t roi_count,
+                       const roi_pool_options& options) {
   const roi_pool_semantics s = options.resolved();
   const shape_t roi_shape{std::max<std::int64_t>(roi_count, 0), s.separate_batch_indices ? 4 : 5};
   // Shape inference has no data: the ROI views only describe shapes and are never read.
@@ -390,7 +429,8 @@ shape_t roi_pool_shape(std::span<const std::int64_t> input_shape, std::int64_t r
 namespace {
 
 ops::roi_problem plan_with_zero_point(const tensor_view& input, const tensor_view& rois,
-                                      const std::optional<tensor_view>& batch_indices, const roi_pool_options& options) {
+                                      const std::optional<tensor_view>& batch_indices,
+                                      const roi_pool_options& options) {
   ops::roi_problem p = ops::plan_roi_pool(input.shape(), input.type(), rois, batch_indices, options);
   if (is_quantized(input.type()) && input.quant()) p.zero_point = input.quant()->zero_point;
   return p;
@@ -404,7 +444,8 @@ void roi_pool(const tensor_view& input, const tensor_view& rois, const mutable_t
   const ops::roi_problem p = plan_with_zero_point(input, rois, batch_indices, options);
   ops::check_roi_outputs(p, input, output, argmax);
   if (is_quantized(input.type()) && input.quant() && output.quant() && *input.quant() != *output.quant()) {
-    fail_invalid("roi_pool: output quantization differs from the input's; NNAPI requires the same scale and zero point");
+    fail_invalid(
+        "roi_pool: output quantization differs from the input's; NNAPI requires the same scale and zero point");
   }
   const std::vector<ops::roi_box> boxes = ops::compute_boxes(p, rois, batch_indices);
   kernels::roi_pool_forward(p, boxes, input, output, argmax);
@@ -426,13 +467,13 @@ roi_pool_result roi_pool(const tensor_view& input, const tensor_view& rois, cons
 
 tensor roi_batch_indices(const tensor_view& rois, std::int64_t batch, const roi_pool_options& options,
                          const std::optional<tensor_view>& batch_indices) {
-  const ops::roi_problem p = ops::plan_roi_pool(shape_t{batch, 1, 1, 1}, rois.type() == dtype::uint16 ? dtype::quint8 : rois.type(),
-                                                rois, batch_indices, [&] {
-                                                  roi_pool_options probe = options;
-                                                  probe.layout = layout::nchw;
-                                                  probe.pooled_height = probe.pooled_width = 1;
-                                                  return probe;
-                                                }());
+  const ops::roi_problem p = ops::plan_roi_pool(
+      shape_t{batch, 1, 1, 1}, rois.type() == dtype::uint16 ? dtype::quint8 : rois.type(), rois, batch_indices, [&] {
+        roi_pool_options probe = options;
+        probe.layout = layout::nchw;
+        probe.pooled_height = probe.pooled_width = 1;
+        return probe;
+      }());
   const std::vector<ops::roi_box> boxes = ops::compute_boxes(p, rois, batch_indices);
   tensor result(dtype::int32, {p.roi_count});
   for (std::int64_t r = 0; r < p.roi_count; ++r) {
@@ -441,8 +482,9 @@ tensor roi_batch_indices(const tensor_view& rois, std::int64_t batch, const roi_
   return result;
 }
 
-tensor roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax, std::span<const std::int64_t> input_shape,
-                         regrid::layout layout, const std::optional<tensor_view>& roi_batch) {
+tensor roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax,
+                         std::span<const std::int64_t> input_shape, regrid::layout layout,
+                         const std::optional<tensor_view>& roi_batch) {
   const std::string name = "roi_pool_backward";
   if (!is_floating_point(grad_output.type())) {
     fail_invalid(name + ": grad_output dtype " + std::string(to_string(grad_output.type())) +
@@ -451,11 +493,13 @@ tensor roi_pool_backward(const tensor_view& grad_output, const tensor_view& argm
   if (layout != layout::nchw && layout != layout::nhwc) {
     fail_invalid(name + ": layout " + std::string(to_string(layout)) + " is not supported (use NCHW or NHWC)");
   }
-  if (input_shape.size() != 4) fail_invalid(name + ": input shape must have rank 4, got rank " + std::to_string(input_shape.size()));
+  if (input_shape.size() != 4)
+    fail_invalid(name + ": input shape must have rank 4, got rank " + std::to_string(input_shape.size()));
   for (std::int64_t extent : input_shape) {
     if (extent < 0) fail_invalid(name + ": input shape " + format_shape(input_shape) + " has a negative extent");
   }
-  if (grad_output.rank() != 4) fail_invalid(name + ": grad_output must have rank 4, got rank " + std::to_string(grad_output.rank()));
+  if (grad_output.rank() != 4)
+    fail_invalid(name + ": grad_output must have rank 4, got rank " + std::to_string(grad_output.rank()));
   if (argmax.type() != dtype::int32 && argmax.type() != dtype::int64) {
     fail_invalid(name + ": argmax dtype " + std::string(to_string(argmax.type())) + " must be int32 or int64");
   }

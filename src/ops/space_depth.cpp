@@ -1,8 +1,8 @@
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <array>
 #include <string>
 #include <utility>
 
@@ -31,15 +31,24 @@ constexpr std::array<std::pair<std::string_view, layout>, 5> layout_names = {{
     {"channels_last", layout::channels_last},
 }};
 constexpr std::array<std::pair<std::string_view, mode>, 4> mode_names = {{
-    {"DCR", mode::dcr}, {"CRD", mode::crd}, {"blocks_first", mode::dcr}, {"depth_first", mode::crd},
+    {"DCR", mode::dcr},
+    {"CRD", mode::crd},
+    {"blocks_first", mode::dcr},
+    {"depth_first", mode::crd},
 }};
 constexpr std::array<std::pair<std::string_view, framework>, 12> framework_names = {{
-    {"default", framework::permissive}, {"tf", framework::tf},
-    {"onnx", framework::onnx},          {"openvino", framework::openvino},
-    {"nnapi", framework::nnapi},        {"torch", framework::torch},
-    {"directml", framework::directml},  {"permissive", framework::permissive},
-    {"tensorflow", framework::tf},      {"tflite", framework::nnapi},
-    {"pytorch", framework::torch},      {"dml", framework::directml},
+    {"default", framework::permissive},
+    {"tf", framework::tf},
+    {"onnx", framework::onnx},
+    {"openvino", framework::openvino},
+    {"nnapi", framework::nnapi},
+    {"torch", framework::torch},
+    {"directml", framework::directml},
+    {"permissive", framework::permissive},
+    {"tensorflow", framework::tf},
+    {"tflite", framework::nnapi},
+    {"pytorch", framework::torch},
+    {"dml", framework::directml},
 }};
 
 template <class Value, std::size_t N>
@@ -51,8 +60,7 @@ std::string_view name_of(const std::array<std::pair<std::string_view, Value>, N>
 }
 
 template <class Value, std::size_t N>
-std::optional<Value> parse_name(const std::array<std::pair<std::string_view, Value>, N>& names,
-                                std::string_view text) {
+std::optional<Value> parse_name(const std::array<std::pair<std::string_view, Value>, N>& names, std::string_view text) {
   for (const auto& [name, value] : names) {
     if (detail::iequals(name, text)) return value;
   }
@@ -65,9 +73,7 @@ std::string_view to_string(mode value) noexcept { return name_of(mode_names, val
 std::string_view to_string(framework value) noexcept { return name_of(framework_names, value); }
 std::optional<layout> parse_layout(std::string_view text) noexcept { return parse_name(layout_names, text); }
 std::optional<mode> parse_mode(std::string_view text) noexcept { return parse_name(mode_names, text); }
-std::optional<framework> parse_framework(std::string_view text) noexcept {
-  return parse_name(framework_names, text);
-}
+std::optional<framework> parse_framework(std::string_view text) noexcept { return parse_name(framework_names, text); }
 
 // ---------------------------------------------------------------------------
 // Rules
@@ -98,21 +104,21 @@ framework_rules rules_for(framework value, space_depth_op op) {
   constexpr unsigned both_modes = bit(mode::dcr) | bit(mode::crd);
   switch (value) {
     case framework::tf:
-      return {layout::nhwc, mode::dcr, 2, bit(layout::nhwc) | bit(layout::nchw) | bit(layout::nchw_vect_c),
+      return {layout::nhwc,   mode::dcr, 2, bit(layout::nhwc) | bit(layout::nchw) | bit(layout::nchw_vect_c),
               bit(mode::dcr), 0};
     case framework::onnx:
-      return {layout::nchw, mode::dcr, 1, channels_first_family,
-              op == space_depth_op::space_to_depth ? bit(mode::dcr) : both_modes, 4};
-    case framework::openvino:
-      return {layout::channels_first, mode::dcr, 1, channels_first_family, both_modes, 0};
+      return {layout::nchw,
+              mode::dcr,
+              1,
+              channels_first_family,
+              op == space_depth_op::space_to_depth ? bit(mode::dcr) : both_modes,
+              4};
+    case framework::openvino: return {layout::channels_first, mode::dcr, 1, channels_first_family, both_modes, 0};
     case framework::nnapi:
       return {layout::nhwc, mode::dcr, 1, bit(layout::nhwc) | bit(layout::nchw), bit(mode::dcr), 4};
-    case framework::torch:
-      return {layout::channels_first, mode::crd, 1, channels_first_family, bit(mode::crd), 0};
-    case framework::directml:
-      return {layout::nchw, mode::dcr, 1, channels_first_family, both_modes, 4};
-    case framework::permissive:
-      break;
+    case framework::torch: return {layout::channels_first, mode::crd, 1, channels_first_family, bit(mode::crd), 0};
+    case framework::directml: return {layout::nchw, mode::dcr, 1, channels_first_family, both_modes, 4};
+    case framework::permissive: break;
   }
   return {layout::channels_first, mode::dcr, 1, any_value, any_value, 0};
 }
@@ -174,8 +180,8 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
   }
   for (int k = 0; k < rank; ++k) {
     if (input_shape[k] < 0) {
-      fail_invalid(name + ": input extent " + std::to_string(input_shape[k]) + " of dimension " +
-                   std::to_string(k) + " is negative");
+      fail_invalid(name + ": input extent " + std::to_string(input_shape[k]) + " of dimension " + std::to_string(k) +
+                   " is negative");
     }
   }
   if (rules.exact_rank != 0 && rank != rules.exact_rank) {
@@ -239,8 +245,7 @@ space_depth_geometry plan_space_depth(space_depth_op op, std::span<const std::in
       g.output_shape[first_spatial + k] = g.coarse[k];
     }
     g.small_channels = input_shape[channel_axis];
-    g.output_shape[channel_axis] =
-        detail::checked_mul(g.small_channels, g.block_volume, name, "output channels");
+    g.output_shape[channel_axis] = detail::checked_mul(g.small_channels, g.block_volume, name, "output channels");
   } else {
     const std::int64_t channels = input_shape[channel_axis];
     if (channels % g.block_volume != 0) {
@@ -366,8 +371,8 @@ canonical_strides depth_side_strides(const space_depth_geometry& g, const shape_
 
 // The axes in the destination's memory order, each with its source and destination stride.
 detail::fixed_vector<kernels::permute_axis, kernels::max_permute_axes> permute_axes(const space_depth_geometry& g,
-                                                                                  const tensor_view& src,
-                                                const mutable_tensor_view& dst) {
+                                                                                    const tensor_view& src,
+                                                                                    const mutable_tensor_view& dst) {
   const bool to_depth = g.op == space_depth_op::space_to_depth;
   const canonical_strides s = to_depth ? space_side_strides(g, src.strides()) : depth_side_strides(g, src.strides());
   const canonical_strides d = to_depth ? depth_side_strides(g, dst.strides()) : space_side_strides(g, dst.strides());
@@ -496,8 +501,9 @@ void run(space_depth_op op, const tensor_view& src, const mutable_tensor_view& d
   check_buffers(op, src.data(), src.shape(), src.strides(), dst.data(), dst.shape(), dst.strides(), src.type());
   const auto plan = kernels::plan_permute_cached(axes, size_of(src.type()));
   if (verbose_dispatch()) {
-    std::fprintf(stderr, "regrid: %s %s -> %s: %s\n", std::string(op_name(op)).c_str(), format_shape(src.shape()).c_str(),
-                 format_shape(dst.shape()).c_str(), kernels::describe(*plan).c_str());
+    std::fprintf(stderr, "regrid: %s %s -> %s: %s\n", std::string(op_name(op)).c_str(),
+                 format_shape(src.shape()).c_str(), format_shape(dst.shape()).c_str(),
+                 kernels::describe(*plan).c_str());
   }
   kernels::run_permute(*plan, src.data(), dst.data(), num_threads());
 }
@@ -552,8 +558,8 @@ space_depth_plan space_depth_plan::make(bool to_depth, dtype type, std::span<con
                                 shape_t(output_strides.begin(), output_strides.end()));
   ops::check_description(g, src, dst);
   kernels::permute_plan plan = kernels::plan_permute(ops::permute_axes(g, src, dst), size_of(type));
-  return space_depth_plan(std::make_shared<const impl>(
-      impl{type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
+  return space_depth_plan(
+      std::make_shared<const impl>(impl{type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
 }
 
 space_depth_plan space_depth_plan::space_to_depth(dtype type, std::span<const std::int64_t> input_shape,

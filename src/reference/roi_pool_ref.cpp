@@ -15,10 +15,26 @@ namespace {
 
 double load(dtype type, const std::byte* at) {
   switch (type) {
-    case dtype::float32: { float v; std::memcpy(&v, at, 4); return v; }
-    case dtype::float64: { double v; std::memcpy(&v, at, 8); return v; }
-    case dtype::float16: { std::uint16_t v; std::memcpy(&v, at, 2); return detail::half_to_float(v); }
-    case dtype::bfloat16: { std::uint16_t v; std::memcpy(&v, at, 2); return detail::bfloat16_to_float(v); }
+    case dtype::float32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case dtype::float64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
+    case dtype::float16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return detail::half_to_float(v);
+    }
+    case dtype::bfloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return detail::bfloat16_to_float(v);
+    }
     case dtype::quint8: return static_cast<double>(std::to_integer<std::uint8_t>(*at));
     case dtype::qint8: return static_cast<double>(static_cast<std::int8_t>(std::to_integer<std::uint8_t>(*at)));
     default: return 0;
@@ -73,12 +89,14 @@ void roi_pool(const tensor_view& input, const tensor_view& rois, const mutable_t
   const bool nchw = p.layout == layout::nchw;
   const std::int64_t* is = input.strides().data();
   auto input_at = [&](std::int64_t b, std::int64_t c, std::int64_t h, std::int64_t w) {
-    const std::int64_t offset = nchw ? b * is[0] + c * is[1] + h * is[2] + w * is[3] : b * is[0] + h * is[1] + w * is[2] + c * is[3];
+    const std::int64_t offset =
+        nchw ? b * is[0] + c * is[1] + h * is[2] + w * is[3] : b * is[0] + h * is[1] + w * is[2] + c * is[3];
     return input.data() + offset * static_cast<std::int64_t>(width);
   };
   auto place = [&](const auto& view, std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
     const std::int64_t* s = view.strides().data();
-    const std::int64_t offset = nchw ? r * s[0] + c * s[1] + ph * s[2] + pw * s[3] : r * s[0] + ph * s[1] + pw * s[2] + c * s[3];
+    const std::int64_t offset =
+        nchw ? r * s[0] + c * s[1] + ph * s[2] + pw * s[3] : r * s[0] + ph * s[1] + pw * s[2] + c * s[3];
     return view.data() + offset * static_cast<std::int64_t>(view.element_size());
   };
   std::byte empty[8]{};
@@ -111,12 +129,8 @@ void roi_pool(const tensor_view& input, const tensor_view& rois, const mutable_t
                   case roi_max_rule::fmax:
                     take_value = take_index = first || v > best || (std::isnan(best) && !std::isnan(v));
                     break;
-                  case roi_max_rule::strict_from_first:
-                    take_value = take_index = first || v > best;
-                    break;
-                  case roi_max_rule::strict_from_flt_max:
-                    take_value = take_index = v > best;
-                    break;
+                  case roi_max_rule::strict_from_first: take_value = take_index = first || v > best; break;
+                  case roi_max_rule::strict_from_flt_max: take_value = take_index = v > best; break;
                   case roi_max_rule::std_max_from_lowest:
                     take_value = !(v < best);
                     take_index = take_value && !(v == best);

@@ -200,8 +200,7 @@ void run_parts(int parts, const std::function<void(int)>& part) {
   }
 }
 
-void parallel_for(std::int64_t count, int max_parts,
-                  const std::function<void(std::int64_t, std::int64_t)>& body) {
+void parallel_for(std::int64_t count, int max_parts, const std::function<void(std::int64_t, std::int64_t)>& body) {
   if (count <= 0) return;
   const int parts = static_cast<int>(std::min<std::int64_t>(std::max(1, max_parts), count));
   run_parts(parts, [&](int index) {

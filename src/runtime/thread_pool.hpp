@@ -15,7 +15,6 @@ void run_parts(int parts, const std::function<void(int)>& part);
 
 /// Splits [0, count) into at most `max_parts` near-equal contiguous ranges and runs
 /// body(begin, end) on each through run_parts.
-void parallel_for(std::int64_t count, int max_parts,
-                  const std::function<void(std::int64_t, std::int64_t)>& body);
+void parallel_for(std::int64_t count, int max_parts, const std::function<void(std::int64_t, std::int64_t)>& body);
 
 }  // namespace regrid::runtime

@@ -14,11 +14,11 @@
 namespace regrid::testing {
 
 enum class memory_style {
-  contiguous,   ///< C order, 64-byte aligned base
-  misaligned,   ///< C order, base offset by 1 byte
-  padded,       ///< every dimension padded by one (a slice of a larger array), misaligned
-  fortran,      ///< reversed dimension order, padded
-  reversed,     ///< C order with the outermost non-trivial axis walking backwards
+  contiguous,  ///< C order, 64-byte aligned base
+  misaligned,  ///< C order, base offset by 1 byte
+  padded,      ///< every dimension padded by one (a slice of a larger array), misaligned
+  fortran,     ///< reversed dimension order, padded
+  reversed,    ///< C order with the outermost non-trivial axis walking backwards
 };
 inline constexpr memory_style all_memory_styles[] = {memory_style::contiguous, memory_style::misaligned,
                                                      memory_style::padded, memory_style::fortran,
@@ -144,8 +144,7 @@ inline tensor filled_tensor(dtype type, const shape_t& shape, std::byte value) {
 }
 
 inline bool same_bytes(const tensor& a, const tensor& b) {
-  return a.shape() == b.shape() && a.type() == b.type() &&
-         std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+  return a.shape() == b.shape() && a.type() == b.type() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
 }
 
 }  // namespace regrid::testing

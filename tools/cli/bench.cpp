@@ -44,7 +44,8 @@ int run_bench(const bench_request& request) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
       const bench::timing t = bench::measure(c, threads, repetitions);
       std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f\n", c.name().c_str(), static_cast<long long>(c.bytes), threads,
-                  t.gigabytes_per_second(c.bytes), 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9, t.ratio());
+                  t.gigabytes_per_second(c.bytes), 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9,
+                  t.ratio());
       std::fflush(stdout);
       ratios[{c.group(), threads, c.target_bytes < (1 << 20)}].push_back(t.ratio());
     }

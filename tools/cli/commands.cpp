@@ -47,8 +47,8 @@ int run_space_depth(const space_depth_request& request) {
                                      "NHWC, NCHW, NCHW_VECT_C, channels_first, channels_last");
     }
     if (request.mode) {
-      options.mode = parse_or_fail(parse_mode(*request.mode), "mode", *request.mode,
-                                   "DCR, CRD, blocks_first, depth_first");
+      options.mode =
+          parse_or_fail(parse_mode(*request.mode), "mode", *request.mode, "DCR, CRD, blocks_first, depth_first");
     }
     std::optional<dtype> as_type;
     if (request.dtype) {
@@ -57,8 +57,8 @@ int run_space_depth(const space_depth_request& request) {
                               "complex64, complex128");
     }
     const io::npy_array input = io::read_npy(request.input, as_type);
-    const tensor output = request.to_depth ? space_to_depth(input.view(), options)
-                                           : depth_to_space(input.view(), options);
+    const tensor output =
+        request.to_depth ? space_to_depth(input.view(), options) : depth_to_space(input.view(), options);
     io::write_npy(request.output, output.view(), input.descr);
   });
 }
@@ -103,13 +103,15 @@ int run_roi_pool(const roi_pool_request& request) {
     if (request.zero_point) {
       const dtype stored = input_view.type();
       if (stored != dtype::uint8 && stored != dtype::int8 && !is_quantized(stored)) {
-        detail::fail_invalid("regrid: --zero-point needs uint8 or int8 input data, got " + std::string(to_string(stored)));
+        detail::fail_invalid("regrid: --zero-point needs uint8 or int8 input data, got " +
+                             std::string(to_string(stored)));
       }
       const dtype quantized = (stored == dtype::uint8 || stored == dtype::quint8) ? dtype::quint8 : dtype::qint8;
       input_view = tensor_view(input_view.data(), quantized, input_view.shape(), input_view.strides(),
                                quantization{1.0f, *request.zero_point});
     }
-    const io::npy_array rois = io::read_npy(request.rois, input.storage.type() == dtype::bfloat16 ? std::optional(dtype::bfloat16) : std::nullopt);
+    const io::npy_array rois = io::read_npy(
+        request.rois, input.storage.type() == dtype::bfloat16 ? std::optional(dtype::bfloat16) : std::nullopt);
     std::optional<io::npy_array> indices;
     std::optional<tensor_view> indices_view;
     if (request.batch_indices) {

@@ -58,9 +58,9 @@ int run_roi_pool_backward(const roi_pool_backward_request& request);
 
 struct bench_request {
   bool quick = false;
-  std::vector<int> threads;           // empty: 1 and all hardware threads
+  std::vector<int> threads;             // empty: 1 and all hardware threads
   std::vector<std::int64_t> sizes_kib;  // empty: the grid's sizes
-  std::string filter;                 // substring of the case names
+  std::string filter;                   // substring of the case names
   int repetitions = 7;
 };
 

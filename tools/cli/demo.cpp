@@ -34,8 +34,10 @@ void print_nested(std::ostream& out, const std::int64_t* data, const shape_t& sh
   for (std::int64_t i = 0; i < shape[axis]; ++i) {
     if (i != 0) {
       out << ',';
-      if (axis + 1 < shape.size()) out << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
-      else out << ' ';
+      if (axis + 1 < shape.size())
+        out << '\n' << std::string(static_cast<std::size_t>(indent + 1), ' ');
+      else
+        out << ' ';
     }
     print_nested(out, data, shape, axis + 1, offset, indent + 1);
   }
@@ -63,8 +65,8 @@ struct demo_case {
 bool run_case(std::ostream& out, const demo_case& example) {
   out << example.title << '\n';
   const tensor input = make_tensor(example.input_shape, example.input);
-  const tensor output = example.to_depth ? space_to_depth(input, example.options)
-                                         : depth_to_space(input, example.options);
+  const tensor output =
+      example.to_depth ? space_to_depth(input, example.options) : depth_to_space(input, example.options);
   const bool small = input.numel() <= 64;
   if (small) {
     print_tensor(out, "input ", input);
@@ -74,8 +76,8 @@ bool run_case(std::ostream& out, const demo_case& example) {
     out << "  output shape " << format_shape(output.shape()) << "\n";
   }
   bool ok = output.shape() == example.expected_shape;
-  const std::int64_t checked = example.expected_prefix > 0 ? example.expected_prefix
-                                                            : static_cast<std::int64_t>(example.expected.size());
+  const std::int64_t checked =
+      example.expected_prefix > 0 ? example.expected_prefix : static_cast<std::int64_t>(example.expected.size());
   for (std::int64_t i = 0; ok && i < checked; ++i) ok = output.data_as<std::int64_t>()[i] == example.expected[i];
   if (!small && checked > 0) {
     out << "  first " << checked << " output values:";
@@ -103,8 +105,9 @@ bool run_directml_roi_example(std::ostream& out) {
       {roi_rounding::half_to_even, {14, 16, 26, 28}},         // x1 = y1 = 0, x2 = y2 = 4: bins [0,3) [2,5)
   };
   for (const auto& [rounding, expected] : runs) {
-    const roi_pool_result result = roi_pool(
-        x, rois, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = 0.5, .rounding = rounding}, std::nullopt, true);
+    const roi_pool_result result =
+        roi_pool(x, rois, {.pooled_height = 2, .pooled_width = 2, .spatial_scale = 0.5, .rounding = rounding},
+                 std::nullopt, true);
     out << "  round = " << to_string(rounding) << ": output [";
     for (int i = 0; i < 4; ++i) out << (i ? ", " : "") << result.output.data_as<float>()[i];
     out << "], argmax [";
@@ -132,28 +135,75 @@ int run_demo(std::ostream& out) {
   }
 
   const std::vector<demo_case> cases = {
-      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 2, 2, 1] -> [1, 1, 1, 4]", true, tf,
-       {1, 2, 2, 1}, {1, 2, 3, 4}, {1, 1, 1, 4}, {1, 2, 3, 4}},
-      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 2, 2, 3] -> [1, 1, 1, 12]", true, tf,
-       {1, 2, 2, 3}, seq12, {1, 1, 1, 12}, seq12},
-      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 4, 4, 1] -> [1, 2, 2, 4]", true, tf,
-       {1, 4, 4, 1}, spatial16, {1, 2, 2, 4}, seq16},
-      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 1, 1, 4] -> [1, 2, 2, 1]", false, tf,
-       {1, 1, 1, 4}, {1, 2, 3, 4}, {1, 2, 2, 1}, {1, 2, 3, 4}},
-      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 1, 1, 12] -> [1, 2, 2, 3]", false, tf,
-       {1, 1, 1, 12}, seq12, {1, 2, 2, 3}, seq12},
-      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 2, 2, 4] -> [1, 4, 4, 1]", false, tf,
-       {1, 2, 2, 4}, seq16, {1, 4, 4, 1}, spatial16},
-      {"OpenVINO DepthToSpace-1, blocks_first, block_size 2: [5, 28, 2, 3] -> [5, 7, 4, 6]", false,
-       ov_blocks_first, {5, 28, 2, 3}, iota(5 * 28 * 2 * 3), {5, 7, 4, 6},
+      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 2, 2, 1] -> [1, 1, 1, 4]",
+       true,
+       tf,
+       {1, 2, 2, 1},
+       {1, 2, 3, 4},
+       {1, 1, 1, 4},
+       {1, 2, 3, 4}},
+      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 2, 2, 3] -> [1, 1, 1, 12]",
+       true,
+       tf,
+       {1, 2, 2, 3},
+       seq12,
+       {1, 1, 1, 12},
+       seq12},
+      {"TensorFlow tf.nn.space_to_depth, NHWC, block_size 2: [1, 4, 4, 1] -> [1, 2, 2, 4]",
+       true,
+       tf,
+       {1, 4, 4, 1},
+       spatial16,
+       {1, 2, 2, 4},
+       seq16},
+      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 1, 1, 4] -> [1, 2, 2, 1]",
+       false,
+       tf,
+       {1, 1, 1, 4},
+       {1, 2, 3, 4},
+       {1, 2, 2, 1},
+       {1, 2, 3, 4}},
+      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 1, 1, 12] -> [1, 2, 2, 3]",
+       false,
+       tf,
+       {1, 1, 1, 12},
+       seq12,
+       {1, 2, 2, 3},
+       seq12},
+      {"TensorFlow tf.nn.depth_to_space, NHWC, block_size 2: [1, 2, 2, 4] -> [1, 4, 4, 1]",
+       false,
+       tf,
+       {1, 2, 2, 4},
+       seq16,
+       {1, 4, 4, 1},
+       spatial16},
+      {"OpenVINO DepthToSpace-1, blocks_first, block_size 2: [5, 28, 2, 3] -> [5, 7, 4, 6]",
+       false,
+       ov_blocks_first,
+       {5, 28, 2, 3},
+       iota(5 * 28 * 2 * 3),
+       {5, 7, 4, 6},
        {0, 42, 1, 43, 2, 44, 84, 126, 85, 127, 86, 128, 3, 45, 4, 46, 5, 47, 87, 129, 88, 130, 89, 131}},
-      {"OpenVINO SpaceToDepth-1, blocks_first, block_size 2: [5, 7, 4, 6] -> [5, 28, 2, 3]", true,
-       ov_blocks_first, {5, 7, 4, 6}, iota(5 * 7 * 4 * 6), {5, 28, 2, 3}, {}},
-      {"ONNX DepthToSpace / DirectML DEPTH_TO_SPACE1, DCR, block_size 2: [1, 8, 2, 3] -> [1, 2, 4, 6]", false,
-       onnx_dcr, {1, 8, 2, 3}, onnx_input, {1, 2, 4, 6},
+      {"OpenVINO SpaceToDepth-1, blocks_first, block_size 2: [5, 7, 4, 6] -> [5, 28, 2, 3]",
+       true,
+       ov_blocks_first,
+       {5, 7, 4, 6},
+       iota(5 * 7 * 4 * 6),
+       {5, 28, 2, 3},
+       {}},
+      {"ONNX DepthToSpace / DirectML DEPTH_TO_SPACE1, DCR, block_size 2: [1, 8, 2, 3] -> [1, 2, 4, 6]",
+       false,
+       onnx_dcr,
+       {1, 8, 2, 3},
+       onnx_input,
+       {1, 2, 4, 6},
        {0, 18, 1, 19, 2, 20, 36, 54, 37, 55, 38, 56, 3, 21, 4, 22, 5, 23, 39, 57, 40, 58, 41, 59}},
-      {"ONNX DepthToSpace / DirectML DEPTH_TO_SPACE1, CRD, block_size 2: [1, 8, 2, 3] -> [1, 2, 4, 6]", false,
-       onnx_crd, {1, 8, 2, 3}, onnx_input, {1, 2, 4, 6},
+      {"ONNX DepthToSpace / DirectML DEPTH_TO_SPACE1, CRD, block_size 2: [1, 8, 2, 3] -> [1, 2, 4, 6]",
+       false,
+       onnx_crd,
+       {1, 8, 2, 3},
+       onnx_input,
+       {1, 2, 4, 6},
        {0, 9, 1, 10, 2, 11, 18, 27, 19, 28, 20, 29, 3, 12, 4, 13, 5, 14, 21, 30, 22, 31, 23, 32}},
   };
 

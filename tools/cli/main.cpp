@@ -7,8 +7,8 @@
 
 namespace {
 
-void add_space_depth_command(CLI::App& app, regrid::cli::space_depth_request& request, bool to_depth,
-                             int& selected, int id) {
+void add_space_depth_command(CLI::App& app, regrid::cli::space_depth_request& request, bool to_depth, int& selected,
+                             int id) {
   const char* name = to_depth ? "space-to-depth" : "depth-to-space";
   const char* summary = to_depth ? "Move spatial blocks into channels (SpaceToDepth, pixel_unshuffle)"
                                  : "Move channels into spatial blocks (DepthToSpace, pixel_shuffle)";
@@ -19,8 +19,9 @@ void add_space_depth_command(CLI::App& app, regrid::cli::space_depth_request& re
   command->add_option("--layout", request.layout,
                       "NHWC | NCHW | NCHW_VECT_C | channels_first | channels_last (default: the framework's)");
   command->add_option("--mode", request.mode, "DCR | CRD | blocks_first | depth_first (default: the framework's)");
-  command->add_option("--framework", request.framework,
-                      "rule set: default | tf | onnx | openvino | nnapi | torch | directml")
+  command
+      ->add_option("--framework", request.framework,
+                   "rule set: default | tf | onnx | openvino | nnapi | torch | directml")
       ->capture_default_str();
   command->add_option("--dtype", request.dtype,
                       "read the input's elements as this type, e.g. bfloat16 over 2-byte data");
@@ -28,13 +29,15 @@ void add_space_depth_command(CLI::App& app, regrid::cli::space_depth_request& re
 }
 
 void add_roi_commands(CLI::App& app, regrid::cli::roi_pool_request& forward,
-                      regrid::cli::roi_pool_backward_request& backward, int& selected, int forward_id, int backward_id) {
+                      regrid::cli::roi_pool_backward_request& backward, int& selected, int forward_id,
+                      int backward_id) {
   auto* pool = app.add_subcommand("roi-pool", "ROI max pooling (Fast R-CNN RoIPool), DirectML semantics by default");
   pool->add_option("input", forward.input, "feature map .npy, [N, C, H, W] (or NHWC)")->required();
   pool->add_option("rois", forward.rois, "ROIs .npy, [R, 5] = [batch, x1, y1, x2, y2] ([R, 4] for nnapi)")->required();
   pool->add_option("output", forward.output, "output .npy (written only on success)")->required();
   pool->add_option("--pooled-size", forward.pooled_size, "PH PW")->expected(2)->required();
-  pool->add_option("--spatial-scale", forward.spatial_scale, "multiplier from ROI to feature coordinates")->capture_default_str();
+  pool->add_option("--spatial-scale", forward.spatial_scale, "multiplier from ROI to feature coordinates")
+      ->capture_default_str();
   pool->add_option("--layout", forward.layout, "NCHW | NHWC (default: NHWC for nnapi, else NCHW)");
   pool->add_option("--framework", forward.framework, "directml | onnx | caffe | torchvision | nnapi | openvino")
       ->capture_default_str();
@@ -42,12 +45,14 @@ void add_roi_commands(CLI::App& app, regrid::cli::roi_pool_request& forward,
   pool->add_option("--batch-indices", forward.batch_indices, "int32 [R] batch index per ROI (nnapi)");
   pool->add_option("--height-stride", forward.height_stride, "nnapi: image height / feature height");
   pool->add_option("--width-stride", forward.width_stride, "nnapi: image width / feature width");
-  pool->add_option("--zero-point", forward.zero_point, "nnapi quant8: read uint8/int8 input as quantized with this zero point");
+  pool->add_option("--zero-point", forward.zero_point,
+                   "nnapi quant8: read uint8/int8 input as quantized with this zero point");
   pool->add_option("--argmax", forward.argmax, "also write the int32 argmax (h * W + w, -1 for empty bins)");
   pool->add_option("--dtype", forward.dtype, "read the input's elements as this type, e.g. bfloat16");
   pool->callback([&selected, forward_id] { selected = forward_id; });
 
-  auto* grad = app.add_subcommand("roi-pool-backward", "Gradient of ROI max pooling from the output gradient and argmax");
+  auto* grad =
+      app.add_subcommand("roi-pool-backward", "Gradient of ROI max pooling from the output gradient and argmax");
   grad->add_option("grad_output", backward.grad_output, "output gradient .npy")->required();
   grad->add_option("argmax", backward.argmax, "argmax .npy from roi-pool --argmax")->required();
   grad->add_option("grad_input", backward.grad_input, "input gradient .npy to write")->required();
@@ -79,14 +84,19 @@ int main(int argc, char** argv) {
   add_roi_commands(app, roi_request, roi_backward_request, selected, roi, roi_backward);
   regrid::cli::bench_request bench_request;
   auto* bench_command = app.add_subcommand("bench", "Time SpaceToDepth / DepthToSpace against memcpy over the grid");
-  bench_command->add_flag("--quick", bench_request.quick, "a small subset (64 KiB and 1 MiB, blocks 2 and 4, channels 1, 3 and 16)");
+  bench_command->add_flag("--quick", bench_request.quick,
+                          "a small subset (64 KiB and 1 MiB, blocks 2 and 4, channels 1, 3 and 16)");
   bench_command->add_option("--threads", bench_request.threads, "thread counts to run (default: 1 and all)");
-  bench_command->add_option("--sizes-kib", bench_request.sizes_kib, "tensor sizes in KiB (default: 64 1024 16384 262144)");
-  bench_command->add_option("--filter", bench_request.filter, "only cases whose name contains this text, e.g. s2d/NCHW/");
-  bench_command->add_option("--repetitions", bench_request.repetitions, "samples per cell (median taken)")->capture_default_str();
+  bench_command->add_option("--sizes-kib", bench_request.sizes_kib,
+                            "tensor sizes in KiB (default: 64 1024 16384 262144)");
+  bench_command->add_option("--filter", bench_request.filter,
+                            "only cases whose name contains this text, e.g. s2d/NCHW/");
+  bench_command->add_option("--repetitions", bench_request.repetitions, "samples per cell (median taken)")
+      ->capture_default_str();
   bench_command->callback([&selected] { selected = bench; });
-  app.add_subcommand("demo", "Run the seed documents' worked examples and check them")
-      ->callback([&selected] { selected = demo; });
+  app.add_subcommand("demo", "Run the seed documents' worked examples and check them")->callback([&selected] {
+    selected = demo;
+  });
 
   try {
     app.parse(argc, argv);

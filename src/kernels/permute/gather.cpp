@@ -64,7 +64,9 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
       offsets[static_cast<std::size_t>(j)] = (p / block) * stream_src_stride + map[static_cast<std::size_t>(p % block)];
     }
     std::iota(order.begin(), order.begin() + bytes, 0);
-    std::sort(order.begin(), order.begin() + bytes, [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+    std::sort(order.begin(), order.begin() + bytes, [&](int x, int y) {
+      return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)];
+    });
     // Greedy windows over the sorted offsets (the fewest 64-byte windows covering them), taken in
     // pairs: one two-source permute per pair.
     gather_step step;
@@ -128,7 +130,8 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
     for (std::size_t i = 0; i < cache.size(); ++i) {
       if (cache[i].first == key) {
         // Most recent first, so the oldest leaves when the cache is full.
-        std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i), cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
+                    cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
         return cache.front().second;
       }
     }

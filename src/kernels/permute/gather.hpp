@@ -27,20 +27,20 @@ namespace regrid::kernels {
 /// One vpermt2b (or vpermb, with one window) building part of an output chunk.
 struct alignas(64) gather_step {
   std::array<std::uint8_t, 64> index{};  ///< per output byte: 0-63 window a, 64-127 window b
-  std::int64_t window_a = 0;              ///< source bytes, from the period's source start
+  std::int64_t window_a = 0;             ///< source bytes, from the period's source start
   std::int64_t window_b = 0;
-  std::uint64_t load_a = 0;               ///< the bytes of each window the chunk needs
-  std::uint64_t load_b = 0;               ///< 0: no second window
-  std::uint64_t take = 0;                 ///< the output bytes of the chunk this step supplies
+  std::uint64_t load_a = 0;  ///< the bytes of each window the chunk needs
+  std::uint64_t load_b = 0;  ///< 0: no second window
+  std::uint64_t take = 0;    ///< the output bytes of the chunk this step supplies
 };
 
 struct gather_program {
-  std::vector<gather_step> steps;             ///< chunk after chunk
-  std::vector<std::uint32_t> chunk_end;       ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
-  std::int64_t period_dst_bytes = 0;          ///< lcm(D, 64); a single block: D rounded up to 64
-  std::int64_t period_src_bytes = 0;          ///< (period_dst_bytes / D) * S
-  bool single_block = false;                  ///< from gather_block_program_for
-  std::int64_t reach = 0;                     ///< the furthest byte past a period's source start any window reaches
+  std::vector<gather_step> steps;        ///< chunk after chunk
+  std::vector<std::uint32_t> chunk_end;  ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
+  std::int64_t period_dst_bytes = 0;     ///< lcm(D, 64); a single block: D rounded up to 64
+  std::int64_t period_src_bytes = 0;     ///< (period_dst_bytes / D) * S
+  bool single_block = false;             ///< from gather_block_program_for
+  std::int64_t reach = 0;                ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
   std::vector<std::int64_t> prefetch_offsets;
@@ -66,7 +66,7 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width);
 
 /// The gather_fn of the avx512vbmi level.
-void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
-                            const std::byte* src_end);
+void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src,
+                            std::byte* dst, const std::byte* src_end);
 
 }  // namespace regrid::kernels

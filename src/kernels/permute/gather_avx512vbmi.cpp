@@ -93,7 +93,8 @@ struct chunk_steps {
                                         base + step.window_b, step.load_b, src_end);
         chunk = k == 0 ? value : _mm512_mask_blend_epi8(step.take, chunk, value);
       } else {
-        const __m512i value = one<kind>(index[k], base + window_a[k], load_a[k], base + window_b[k], load_b[k], src_end);
+        const __m512i value =
+            one<kind>(index[k], base + window_a[k], load_a[k], base + window_b[k], load_b[k], src_end);
         chunk = k == 0 ? value : _mm512_mask_blend_epi8(take[k], chunk, value);
       }
     }
@@ -101,8 +102,8 @@ struct chunk_steps {
   }
 
   template <loads kind>
-  static __m512i one(__m512i index, const std::byte* a_at, std::uint64_t load_a, const std::byte* b_at, std::uint64_t load_b,
-                     const std::byte* src_end) {
+  static __m512i one(__m512i index, const std::byte* a_at, std::uint64_t load_a, const std::byte* b_at,
+                     std::uint64_t load_b, const std::byte* src_end) {
     if constexpr (kind == loads::whole) {
       const __m512i a = _mm512_loadu_si512(a_at);
       if (load_b == 0) return _mm512_maskz_permutexvar_epi8(~__mmask64{0}, index, a);
@@ -128,10 +129,10 @@ struct chunk_walk {
   std::int64_t end_period;
   std::int64_t period_src;
   std::int64_t period_dst;
-  bool tail;                  ///< the chunk has bytes in the part-period ending each row
-  bool clip;                  ///< ... whose loads must be clipped to the source
-  bool whole;                 ///< every window of the strip lies below src_end: loads need no mask
-  std::uint64_t tail_written; ///< ... and these are its bytes
+  bool tail;                   ///< the chunk has bytes in the part-period ending each row
+  bool clip;                   ///< ... whose loads must be clipped to the source
+  bool whole;                  ///< every window of the strip lies below src_end: loads need no mask
+  std::uint64_t tail_written;  ///< ... and these are its bytes
   const std::byte* src_end;
 };
 
@@ -143,7 +144,8 @@ inline __attribute__((always_inline)) void walk_rows(const chunk_steps<N>& chunk
     const std::byte* from = walk.src + r * walk.src_stride;
     std::byte* to = walk.dst + r * walk.dst_stride;
     for (std::int64_t p = walk.first_period; p < walk.end_period; ++p) {
-      _mm512_storeu_si512(to + p * walk.period_dst, chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
+      _mm512_storeu_si512(to + p * walk.period_dst,
+                          chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
     }
     if (walk.tail) {
       const std::byte* base = from + walk.end_period * walk.period_src;
@@ -151,7 +153,8 @@ inline __attribute__((always_inline)) void walk_rows(const chunk_steps<N>& chunk
       if constexpr (kind == loads::whole) {
         value = chunk.template build<loads::whole>(base, walk.src_end);
       } else {
-        value = walk.clip ? chunk.template build<loads::clipped>(base, walk.src_end) : chunk.template build<loads::masked>(base, walk.src_end);
+        value = walk.clip ? chunk.template build<loads::clipped>(base, walk.src_end)
+                          : chunk.template build<loads::masked>(base, walk.src_end);
       }
       std::byte* at = to + walk.end_period * walk.period_dst;
       if (walk.tail_written == ~std::uint64_t{0}) {
@@ -224,11 +227,15 @@ void prefetch_strip(const gather_program& program, const gather_rows& rows, cons
         const std::int64_t source = g * groups.src_stride + r * rows.src_stride + p * program.period_src_bytes + ahead;
         if (source_left - source < program.reach) return;
         for (std::int64_t offset : program.prefetch_offsets) {
-          _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)),
+                       _MM_HINT_T0);
         }
-        const std::int64_t destination = g * groups.dst_stride + r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
+        const std::int64_t destination =
+            g * groups.dst_stride + r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
         for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)), _MM_HINT_T0);
+          _mm_prefetch(
+              reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(destination + offset)),
+              _MM_HINT_T0);
         }
       }
     }
@@ -249,8 +256,8 @@ strip_reach reach_of(const gather_program& program, const gather_rows& rows, con
   // The part of a period ending each row reads windows that may reach past the last source byte
   // the row needs; only near the end of the source must those loads be clipped (strides are
   // non-negative, so the strip's last row of its last group reaches furthest).
-  const std::byte* last_tail =
-      part.src + (groups.count - 1) * groups.src_stride + (part.rows - 1) * rows.src_stride + part.end_period * period_src;
+  const std::byte* last_tail = part.src + (groups.count - 1) * groups.src_stride + (part.rows - 1) * rows.src_stride +
+                               part.end_period * period_src;
   // Windows start at a byte the period needs, so where even the strip's last period reaches no
   // further than src_end, every window lies in the source and is loaded whole: no load masks to
   // keep in registers, and the second load folds into the permute (1.03x at 64 KiB, 1.10x at 1 and
@@ -260,15 +267,16 @@ strip_reach reach_of(const gather_program& program, const gather_rows& rows, con
 }
 
 template <class Groups>
-void run_strip(const gather_program& program, const gather_rows& row_walk, const strip& strip_walk, const Groups& groups,
-               const std::byte* src_end) {
+void run_strip(const gather_program& program, const gather_rows& row_walk, const strip& strip_walk,
+               const Groups& groups, const std::byte* src_end) {
   const gather_rows rows = row_walk;
   const strip part = strip_walk;
   const gather_step* steps = program.steps.data();
   const std::uint32_t* chunk_end = program.chunk_end.data();
   // Rows shorter than a period only need the chunks of their part-period.
   const std::int64_t tail_chunks = (part.tail_bytes + 63) / 64;
-  const std::int64_t chunks = part.end_period > part.first_period ? static_cast<std::int64_t>(program.chunk_end.size()) : tail_chunks;
+  const std::int64_t chunks =
+      part.end_period > part.first_period ? static_cast<std::int64_t>(program.chunk_end.size()) : tail_chunks;
   const std::int64_t period_src = program.period_src_bytes;
   const std::int64_t period_dst = program.period_dst_bytes;
   const strip_reach reach = reach_of(program, rows, part, groups, src_end);
@@ -277,9 +285,20 @@ void run_strip(const gather_program& program, const gather_rows& row_walk, const
   std::uint32_t s = 0;
   for (std::int64_t c = 0; c < chunks; ++c) {
     const std::int64_t left = std::clamp<std::int64_t>(part.tail_bytes - c * 64, 0, 64);
-    const chunk_walk walk{part.src, part.dst + c * 64, part.rows, rows.src_stride, rows.dst_stride, part.first_period,
-                          part.end_period, period_src, period_dst, c < tail_chunks, clip, whole,
-                          left == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1, src_end};
+    const chunk_walk walk{part.src,
+                          part.dst + c * 64,
+                          part.rows,
+                          rows.src_stride,
+                          rows.dst_stride,
+                          part.first_period,
+                          part.end_period,
+                          period_src,
+                          period_dst,
+                          c < tail_chunks,
+                          clip,
+                          whole,
+                          left == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << left) - 1,
+                          src_end};
     const int count = static_cast<int>(chunk_end[c] - s);
     switch (count) {
       case 1: run_chunk<1>(steps + s, count, walk, groups); break;
@@ -322,7 +341,9 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
       for (std::int64_t p = 0; p < whole; p += per_strip) {
         const std::int64_t end = std::min(whole, p + per_strip);
         const strip part{from, to, 1, p, end, end == whole ? tail : 0};
-        if (rows.prefetch) prefetch_strip(program, rows, part, one, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
+        if (rows.prefetch)
+          prefetch_strip(program, rows, part, one, src_end, per_strip * program.period_src_bytes,
+                         per_strip * period_dst);
         run_strip(program, rows, part, one, src_end);
       }
     }
@@ -330,16 +351,18 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
   }
   const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / std::max<std::int64_t>(rows.bytes, 1));
   for (std::int64_t r = 0; r < rows.count; r += per_strip) {
-    const strip part{src + r * rows.src_stride, dst + r * rows.dst_stride, std::min(per_strip, rows.count - r), 0, whole, tail};
-    if (rows.prefetch) prefetch_strip(program, rows, part, one, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
+    const strip part{
+        src + r * rows.src_stride, dst + r * rows.dst_stride, std::min(per_strip, rows.count - r), 0, whole, tail};
+    if (rows.prefetch)
+      prefetch_strip(program, rows, part, one, src_end, per_strip * rows.src_stride, per_strip * rows.dst_stride);
     run_strip(program, rows, part, one, src_end);
   }
 }
 
 }  // namespace
 
-void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
-                            const std::byte* src_end) {
+void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src,
+                            std::byte* dst, const std::byte* src_end) {
   const std::int64_t group_bytes = rows.count * rows.bytes;
   if (rows.groups > 1 && group_bytes <= strip_bytes) {
     // Whole groups of short rows per strip: a group alone may hold too few rows to repay each
@@ -350,7 +373,8 @@ void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& ro
       row_groups groups{std::min(per_strip, rows.groups - g), rows.group_src_stride, rows.group_dst_stride};
       const strip part{src + g * rows.group_src_stride, dst + g * rows.group_dst_stride, rows.count, 0, whole, tail};
       if (rows.prefetch) {
-        prefetch_strip(program, rows, part, groups, src_end, per_strip * rows.group_src_stride, per_strip * rows.group_dst_stride);
+        prefetch_strip(program, rows, part, groups, src_end, per_strip * rows.group_src_stride,
+                       per_strip * rows.group_dst_stride);
       }
       // Near the end of the source the strip's loads are masked, or clipped; only its last group
       // needs that, and a strip of whole groups is a quarter of a 64 KiB tensor.

@@ -165,7 +165,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     for (int level = 0; level < 3; ++level) {
       std::size_t next = none;
       for (std::size_t i = 0; i < axes.size() && next == none; ++i) {
-        if (!contains(ways_axes, i) && near(axes[i]) == product * w && product * axes[i].extent <= max_shuffle_ways) next = i;
+        if (!contains(ways_axes, i) && near(axes[i]) == product * w && product * axes[i].extent <= max_shuffle_ways)
+          next = i;
       }
       if (next == none) break;
       ways_axes.push_back(next);
@@ -177,9 +178,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
       for (std::size_t i = 0; i < axes.size(); ++i) {
         if (contains(ways_axes, i) || far(axes[i]) != w || near(axes[i]) != ways * w || axes[i].extent < 2) continue;
         // Runs of 2 or 3 are worth a shuffle only when staging joins them into long rows.
-        if (axes[i].extent < 4 &&
-            find_continuing(axes, interleave, axes[i].extent * w,
-                            [&](std::size_t j) { return j == i || contains(ways_axes, j); }) == axes.size()) {
+        if (axes[i].extent < 4 && find_continuing(axes, interleave, axes[i].extent * w, [&](std::size_t j) {
+                                    return j == i || contains(ways_axes, j);
+                                  }) == axes.size()) {
           continue;
         }
         if (select_shuffle(plan.width, ways, interleave, wide_eight_byte).fn == nullptr) continue;
@@ -258,7 +259,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                                               run_bytes < staged_unstreamed_deinterleave_run_bytes);
   if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
     tile.repeat.inner = *inner;
-    if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes)) tile.repeat.outer = *outer;
+    if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes))
+      tile.repeat.outer = *outer;
     tile.segment_copy = tile_kernel_for_isa(static_cast<std::size_t>(run_bytes) * tile.offsets.size());
   } else {
     tile.repeat = direct;
@@ -354,10 +356,12 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
   double periodic_cost = 0;
   double single_block_cost = 0;
   const bool only_blocks = gather_forced.load(std::memory_order_relaxed) == gather_forcing::single_block;
-  auto consider = [&](std::optional<found_gather>& kept, double& kept_cost, std::shared_ptr<const gather_program> program,
-                      double cost, const permute_axis& stream, std::size_t taken) {
+  auto consider = [&](std::optional<found_gather>& kept, double& kept_cost,
+                      std::shared_ptr<const gather_program> program, double cost, const permute_axis& stream,
+                      std::size_t taken) {
     if (kept && cost >= kept_cost) return;
-    kept.emplace(found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), stream, {}, block, source_span}, taken});
+    kept.emplace(
+        found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), stream, {}, block, source_span}, taken});
     kept_cost = cost;
   };
   for (std::size_t m = 1; m <= n; ++m) {
@@ -460,11 +464,13 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   }
   gather_candidates candidates = find_gathers(normalized, width);
   std::optional<found_gather> found;
-  if (candidates.periodic && gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
-                                          candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
+  if (candidates.periodic &&
+      gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
+                   candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
     found = std::move(candidates.periodic);
-  } else if (candidates.single_block && block_gather_beats(plan, candidates.single_block->tile.program->steps_per_chunk(),
-                                                             candidates.single_block->tile.block_bytes)) {
+  } else if (candidates.single_block &&
+             block_gather_beats(plan, candidates.single_block->tile.program->steps_per_chunk(),
+                                candidates.single_block->tile.block_bytes)) {
     found = std::move(candidates.single_block);
   } else {
     return;
@@ -495,7 +501,9 @@ std::int64_t concurrent_streams(const permute_axis& inner, std::int64_t width) {
 
 }  // namespace
 
-void force_gather_for_testing(gather_forcing forcing) noexcept { gather_forced.store(forcing, std::memory_order_relaxed); }
+void force_gather_for_testing(gather_forcing forcing) noexcept {
+  gather_forced.store(forcing, std::memory_order_relaxed);
+}
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan;
@@ -522,8 +530,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   for (const auto& axis : kept) {
     if (!fused.empty()) {
       permute_axis& outer = fused.back();
-      if (outer.src_stride == axis.src_stride * axis.extent &&
-          outer.dst_stride == axis.dst_stride * axis.extent) {
+      if (outer.src_stride == axis.src_stride * axis.extent && outer.dst_stride == axis.dst_stride * axis.extent) {
         outer = {outer.extent * axis.extent, axis.src_stride, axis.dst_stride};
         continue;
       }
@@ -646,8 +653,8 @@ namespace {
 // calls body(src_offset, dst_offset, item) with the byte offsets of that position; divisions
 // happen once per call, then an odometer advances.
 template <class Body>
-void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::int64_t begin,
-                   std::int64_t end, Body body) {
+void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::int64_t begin, std::int64_t end,
+                   Body body) {
   const int depth = static_cast<int>(outer.size());
   std::array<std::int64_t, max_permute_axes> index{};
   std::int64_t outer_index = begin / items_per_outer;
@@ -681,8 +688,8 @@ void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::in
 // One call of a staged shuffle (see shuffle_tile::segment_copy): batches of whole segments go
 // through an L1 buffer. A batch is whole inner rows when they fit, else part of one inner row;
 // either way its segments are consecutive on the far side, so one shuffle call covers it.
-void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst,
-                std::int64_t length, const shuffle_repeat& repeat) {
+void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst, std::int64_t length,
+                const shuffle_repeat& repeat) {
   alignas(64) std::byte buffer[staging_bytes];
   const bool interleave = tile.interleave;
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
@@ -698,12 +705,20 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
     const std::int64_t run = rows * cols * length;
     if (interleave) {
       tile.fn(src + far_offset, buffer, run, tile.offsets.data(), once);
-      const tile_shape unpack{.rows = rows, .cols = cols, .src_row = cols * segment, .src_col = segment,
-                              .dst_row = near(repeat.outer), .dst_col = near(repeat.inner)};
+      const tile_shape unpack{.rows = rows,
+                              .cols = cols,
+                              .src_row = cols * segment,
+                              .src_col = segment,
+                              .dst_row = near(repeat.outer),
+                              .dst_col = near(repeat.inner)};
       tile.segment_copy.copy(buffer, dst + near_offset, unpack, static_cast<std::size_t>(segment));
     } else {
-      const tile_shape pack{.rows = rows, .cols = cols, .src_row = near(repeat.outer), .src_col = near(repeat.inner),
-                            .dst_row = cols * segment, .dst_col = segment};
+      const tile_shape pack{.rows = rows,
+                            .cols = cols,
+                            .src_row = near(repeat.outer),
+                            .src_col = near(repeat.inner),
+                            .dst_row = cols * segment,
+                            .dst_col = segment};
       tile.segment_copy.copy(src + near_offset, buffer, pack, static_cast<std::size_t>(segment));
       tile.fn(buffer, dst + far_offset, run, tile.offsets.data(), once);
     }
@@ -782,7 +797,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
     const bool prefetch = output_streams(plan);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
-    const bool grouped = !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
+    const bool grouped =
+        !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
     axis_list outer = plan.outer;
     permute_axis group_axis{1, 0, 0};
     if (grouped) {
@@ -792,7 +808,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     }
     const std::int64_t row_periods = (row_bytes + period - 1) / period;
     const std::int64_t per_item =
-        grouped ? std::clamp<std::int64_t>(bytes_per_work_item / rows_bytes, 1, group_axis.extent)
+        grouped      ? std::clamp<std::int64_t>(bytes_per_work_item / rows_bytes, 1, group_axis.extent)
         : split_rows ? std::max<std::int64_t>(1, bytes_per_work_item / period)
                      : std::clamp<std::int64_t>(bytes_per_work_item / row_bytes, 1, tile.rows.extent);
     const std::int64_t items_per_row = split_rows ? (row_periods + per_item - 1) / per_item : 1;
@@ -802,29 +818,34 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     split_items(outer_count * row_items * items_per_row, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(outer, row_items * items_per_row, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-        gather_rows rows{.count = 1, .src_stride = tile.rows.src_stride, .dst_stride = tile.rows.dst_stride, .bytes = row_bytes,
-                         .prefetch = prefetch, .groups = 1, .group_src_stride = group_axis.src_stride,
-                         .group_dst_stride = group_axis.dst_stride};
-        if (grouped) {
-          const std::int64_t first = item * per_item;
-          src_offset += first * group_axis.src_stride;
-          dst_offset += first * group_axis.dst_stride;
-          rows.count = tile.rows.extent;
-          rows.groups = std::min(per_item, group_axis.extent - first);
-        } else if (split_rows) {
-          const std::int64_t row = item / items_per_row;
-          const std::int64_t first = (item % items_per_row) * per_item;
-          src_offset += row * tile.rows.src_stride + first * program.period_src_bytes;
-          dst_offset += row * tile.rows.dst_stride + first * period;
-          rows.bytes = std::min(per_item * period, row_bytes - first * period);
-        } else {
-          const std::int64_t first = item * per_item;
-          src_offset += first * tile.rows.src_stride;
-          dst_offset += first * tile.rows.dst_stride;
-          rows.count = std::min(per_item, tile.rows.extent - first);
-        }
-        tile.fn(program, rows, src + src_offset, dst + dst_offset, src_end);
-      });
+                      gather_rows rows{.count = 1,
+                                       .src_stride = tile.rows.src_stride,
+                                       .dst_stride = tile.rows.dst_stride,
+                                       .bytes = row_bytes,
+                                       .prefetch = prefetch,
+                                       .groups = 1,
+                                       .group_src_stride = group_axis.src_stride,
+                                       .group_dst_stride = group_axis.dst_stride};
+                      if (grouped) {
+                        const std::int64_t first = item * per_item;
+                        src_offset += first * group_axis.src_stride;
+                        dst_offset += first * group_axis.dst_stride;
+                        rows.count = tile.rows.extent;
+                        rows.groups = std::min(per_item, group_axis.extent - first);
+                      } else if (split_rows) {
+                        const std::int64_t row = item / items_per_row;
+                        const std::int64_t first = (item % items_per_row) * per_item;
+                        src_offset += row * tile.rows.src_stride + first * program.period_src_bytes;
+                        dst_offset += row * tile.rows.dst_stride + first * period;
+                        rows.bytes = std::min(per_item * period, row_bytes - first * period);
+                      } else {
+                        const std::int64_t first = item * per_item;
+                        src_offset += first * tile.rows.src_stride;
+                        dst_offset += first * tile.rows.dst_stride;
+                        rows.count = std::min(per_item, tile.rows.extent - first);
+                      }
+                      tile.fn(program, rows, src + src_offset, dst + dst_offset, src_end);
+                    });
     });
     return;
   }
@@ -841,25 +862,29 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const bool two_levels = tile.repeat.outer.extent > 1;
     const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
     const std::int64_t unit_bytes = two_levels ? call_bytes : run_bytes;
-    const std::int64_t chunk = tile.repeat.inner.extent > 1 || two_levels
-                                   ? tile.run.extent
-                                   : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
+    const std::int64_t chunk =
+        tile.repeat.inner.extent > 1 || two_levels
+            ? tile.run.extent
+            : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
     const std::int64_t per_item =
         std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
     const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
     const std::int64_t split_items_count = (split_axis.extent + per_item - 1) / per_item;
     const std::int64_t items_per_outer = run_items * split_items_count;
     split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
-      for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-        const std::int64_t first = (item % run_items) * chunk;
-        const std::int64_t first_split = (item / run_items) * per_item;
-        shuffle_repeat repeat = tile.repeat;
-        permute_axis& part = two_levels ? repeat.outer : repeat.inner;
-        part.extent = std::min(per_item, split_axis.extent - first_split);
-        const std::byte* from = src + src_offset + first * tile.run.src_stride + first_split * split_axis.src_stride;
-        std::byte* to = dst + dst_offset + first * tile.run.dst_stride + first_split * split_axis.dst_stride;
-        tile.fn(from, to, std::min(chunk, tile.run.extent - first), tile.offsets.data(), repeat);
-      });
+      for_each_item(plan.outer, items_per_outer, begin, end,
+                    [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+                      const std::int64_t first = (item % run_items) * chunk;
+                      const std::int64_t first_split = (item / run_items) * per_item;
+                      shuffle_repeat repeat = tile.repeat;
+                      permute_axis& part = two_levels ? repeat.outer : repeat.inner;
+                      part.extent = std::min(per_item, split_axis.extent - first_split);
+                      const std::byte* from =
+                          src + src_offset + first * tile.run.src_stride + first_split * split_axis.src_stride;
+                      std::byte* to =
+                          dst + dst_offset + first * tile.run.dst_stride + first_split * split_axis.dst_stride;
+                      tile.fn(from, to, std::min(chunk, tile.run.extent - first), tile.offsets.data(), repeat);
+                    });
     });
     return;
   }
@@ -885,32 +910,38 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   const std::int64_t per_item =
       std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
   const std::int64_t items_per_outer = (split_axis.extent + per_item - 1) / per_item;
-  const tile_shape whole{.planes = plan.plane.extent, .rows = plan.row.extent, .cols = plan.col.extent,
-                         .src_plane = plan.plane.src_stride, .src_row = plan.row.src_stride, .src_col = plan.col.src_stride,
-                         .dst_plane = plan.plane.dst_stride, .dst_row = plan.row.dst_stride, .dst_col = plan.col.dst_stride};
+  const tile_shape whole{.planes = plan.plane.extent,
+                         .rows = plan.row.extent,
+                         .cols = plan.col.extent,
+                         .src_plane = plan.plane.src_stride,
+                         .src_row = plan.row.src_stride,
+                         .src_col = plan.col.src_stride,
+                         .dst_plane = plan.plane.dst_stride,
+                         .dst_row = plan.row.dst_stride,
+                         .dst_col = plan.col.dst_stride};
   split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
-    for_each_item(plan.outer, items_per_outer, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-      const std::int64_t first = item * per_item;
-      tile_shape part = whole;
-      (by_plane ? part.planes : part.rows) = std::min(per_item, split_axis.extent - first);
-      plan.kernel.copy(src + src_offset + first * split_axis.src_stride, dst + dst_offset + first * split_axis.dst_stride,
-                       part, plan.width);
-    });
+    for_each_item(plan.outer, items_per_outer, begin, end,
+                  [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+                    const std::int64_t first = item * per_item;
+                    tile_shape part = whole;
+                    (by_plane ? part.planes : part.rows) = std::min(per_item, split_axis.extent - first);
+                    plan.kernel.copy(src + src_offset + first * split_axis.src_stride,
+                                     dst + dst_offset + first * split_axis.dst_stride, part, plan.width);
+                  });
   });
 }
 
 std::string kernel_name(const permute_plan& plan) {
   if (plan.gather) return "gather_avx512vbmi";
   if (!plan.shuffle) return plan.kernel.name;
-  return std::string(plan.shuffle->interleave ? "interleave" : "deinterleave") + std::to_string(plan.shuffle->offsets.size()) +
-         "_x" + std::to_string(plan.width * 8) + (plan.shuffle->transposes ? "_transposing_" : "_") +
-         std::string(to_string(plan.shuffle->level));
+  return std::string(plan.shuffle->interleave ? "interleave" : "deinterleave") +
+         std::to_string(plan.shuffle->offsets.size()) + "_x" + std::to_string(plan.width * 8) +
+         (plan.shuffle->transposes ? "_transposing_" : "_") + std::string(to_string(plan.shuffle->level));
 }
 
 std::string describe(const permute_plan& plan) {
   auto axis_text = [](const permute_axis& axis) {
-    return std::to_string(axis.extent) + ":" + std::to_string(axis.src_stride) + "/" +
-           std::to_string(axis.dst_stride);
+    return std::to_string(axis.extent) + ":" + std::to_string(axis.src_stride) + "/" + std::to_string(axis.dst_stride);
   };
   std::string text = "outer [";
   for (std::size_t k = 0; k < plan.outer.size(); ++k) {
@@ -921,11 +952,13 @@ std::string describe(const permute_plan& plan) {
     const gather_program& program = *plan.gather->program;
     char steps[32];
     std::snprintf(steps, sizeof steps, "%.2f", program.steps_per_chunk());
-    text += "] rows " + axis_text(plan.gather->rows) + " stream " + axis_text(plan.gather->stream) + " block " + std::to_string(plan.gather->block_bytes) + " period " +
-            std::to_string(program.period_dst_bytes) + (program.single_block ? " single-block" : "") + " steps/chunk " + steps;
+    text += "] rows " + axis_text(plan.gather->rows) + " stream " + axis_text(plan.gather->stream) + " block " +
+            std::to_string(plan.gather->block_bytes) + " period " + std::to_string(program.period_dst_bytes) +
+            (program.single_block ? " single-block" : "") + " steps/chunk " + steps;
   } else if (plan.shuffle) {
-    text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) + " run " + axis_text(plan.shuffle->run) + " ways " +
-            std::to_string(plan.shuffle->offsets.size()) + (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "") +
+    text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) +
+            " run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size()) +
+            (plan.shuffle->segment_copy.copy != nullptr ? " staged" : "") +
             (plan.shuffle->repeat.streaming ? " streaming" : "");
   } else {
     text += "] ";

@@ -103,11 +103,12 @@ shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t way
 struct shuffle_tile {
   shuffle_fn fn = nullptr;
   bool interleave = true;
-  isa level = isa::scalar;                          ///< the ISA the kernel was built for
+  isa level = isa::scalar;  ///< the ISA the kernel was built for
   bool transposes = false;  ///< the kernel is transposing_shuffle_kernel_avx512's
-  detail::fixed_vector<std::int64_t, max_shuffle_ways> offsets;  ///< bytes: source rows (interleave) or destination rows
-  permute_axis run;                   ///< the run: src stride = width (interleave) or dst stride = width
-  shuffle_repeat repeat;              ///< outer axes each call walks too (extent 1 if none)
+  detail::fixed_vector<std::int64_t, max_shuffle_ways>
+      offsets;            ///< bytes: source rows (interleave) or destination rows
+  permute_axis run;       ///< the run: src stride = width (interleave) or dst stride = width
+  shuffle_repeat repeat;  ///< outer axes each call walks too (extent 1 if none)
   /// Set for short runs whose rows continue across the repeat axes on the side the offsets
   /// address (the far side: src for interleave, dst for de-interleave), i.e. far stride of
   /// repeat.inner = run bytes and, unless its extent is 1, far stride of repeat.outer =
@@ -139,20 +140,20 @@ using gather_fn = void (*)(const gather_program& program, const gather_rows& row
 struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
-  permute_axis stream;              ///< the axis continuing the destination blocks: dst stride = block_bytes
-                                    ///< (extent 1 for a single-block program: rows of one block)
-  permute_axis rows;                ///< the next axis out, walked inside a call (extent 1 if none)
-  std::int64_t block_bytes = 0;     ///< D: the destination block the inner axes form
-  std::int64_t source_span = 0;     ///< bytes from the source's first byte past its last
+  permute_axis stream;           ///< the axis continuing the destination blocks: dst stride = block_bytes
+                                 ///< (extent 1 for a single-block program: rows of one block)
+  permute_axis rows;             ///< the next axis out, walked inside a call (extent 1 if none)
+  std::int64_t block_bytes = 0;  ///< D: the destination block the inner axes form
+  std::int64_t source_span = 0;  ///< bytes from the source's first byte past its last
 };
 
 struct permute_plan {
   detail::fixed_vector<permute_axis, max_permute_axes> outer;  ///< iterated outermost first
-  permute_axis plane;               ///< third-innermost axis, walked inside a tile call when tiles are small (extent 1 if not)
-  permute_axis row;                 ///< second-innermost axis (extent 1 if absent)
-  permute_axis col;                 ///< innermost axis (extent 1 if absent)
-  std::size_t width = 0;            ///< bytes per element after folding
-  std::int64_t total_bytes = 0;     ///< bytes moved (0: nothing to do)
+  permute_axis plane;     ///< third-innermost axis, walked inside a tile call when tiles are small (extent 1 if not)
+  permute_axis row;       ///< second-innermost axis (extent 1 if absent)
+  permute_axis col;       ///< innermost axis (extent 1 if absent)
+  std::size_t width = 0;  ///< bytes per element after folding
+  std::int64_t total_bytes = 0;  ///< bytes moved (0: nothing to do)
   tile_kernel kernel;
   std::optional<shuffle_tile> shuffle;  ///< set: `outer` plus the shuffle's run cover every axis
   std::optional<gather_tile> gather;    ///< set: `outer`, the stream axis and the program's block cover every axis

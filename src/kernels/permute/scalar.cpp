@@ -10,8 +10,7 @@ namespace {
 
 template <std::size_t Width>
 void copy_fixed(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t /*width*/) {
-  for_each_tile_run(src, dst, shape,
-                    [](const std::byte* s, std::byte* d) { std::memcpy(d, s, Width); });
+  for_each_tile_run(src, dst, shape, [](const std::byte* s, std::byte* d) { std::memcpy(d, s, Width); });
 }
 
 // Widths without a specialization move in Unit-sized pieces (Unit divides width).
@@ -24,8 +23,7 @@ void copy_units(const std::byte* src, std::byte* dst, const tile_shape& shape, s
 
 // Long runs: one libc memcpy per run is already at memory speed.
 void copy_long_runs(const std::byte* src, std::byte* dst, const tile_shape& shape, std::size_t width) {
-  for_each_tile_run(src, dst, shape,
-                    [width](const std::byte* s, std::byte* d) { std::memcpy(d, s, width); });
+  for_each_tile_run(src, dst, shape, [width](const std::byte* s, std::byte* d) { std::memcpy(d, s, width); });
 }
 
 }  // namespace

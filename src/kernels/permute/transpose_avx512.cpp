@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
 #include <cstdint>
+#include <iterator>
 
 #include "kernels/permute/permute.hpp"
 #include "kernels/stream_store.hpp"
@@ -36,7 +36,9 @@ constexpr __mmask8 all = 0xFF;
 inline __m512i low_halves(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi64(all, a, b); }
 inline __m512i high_halves(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi64(all, a, b); }
 template <int Lanes>
-inline __m512i lanes(__m512i a, __m512i b) { return _mm512_maskz_shuffle_i64x2(all, a, b, Lanes); }
+inline __m512i lanes(__m512i a, __m512i b) {
+  return _mm512_maskz_shuffle_i64x2(all, a, b, Lanes);
+}
 
 // The first round of either transpose: neighbours' low and high elements interleaved.
 template <class Vector, class Low, class High>
@@ -146,8 +148,8 @@ struct lanes_of<4> {
 // One block of `rows` x `cols` elements (each at most 8) from s (columns at src_col) to d (rows
 // at dst_row).
 template <std::int64_t Width, bool Whole>
-inline void transpose_block(const std::byte* s, std::byte* d, std::int64_t src_col, std::int64_t dst_row, std::int64_t rows,
-                            std::int64_t cols) {
+inline void transpose_block(const std::byte* s, std::byte* d, std::int64_t src_col, std::int64_t dst_row,
+                            std::int64_t rows, std::int64_t cols) {
   using lanes = lanes_of<Width>;
   typename lanes::vector v[block];
   if constexpr (Whole) {
@@ -177,7 +179,8 @@ void transpose(const std::byte* src, std::byte* dst, const tile_shape& shape, st
       std::int64_t c = 0;
       if (r < whole_rows) {
         for (; c < whole_cols; c += block) {
-          transpose_block<Width, true>(s + c * shape.src_col, d + c * Width, shape.src_col, shape.dst_row, block, block);
+          transpose_block<Width, true>(s + c * shape.src_col, d + c * Width, shape.src_col, shape.dst_row, block,
+                                       block);
         }
       }
       for (; c < shape.cols; c += block) {
@@ -196,10 +199,14 @@ constexpr std::array<int, 16> reversed_column = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9
 // Unpacks of `Bits`-bit pairs in each 128-bit lane: the low (or high) halves of a and b, interleaved.
 template <int Bits>
 inline __m256i unpack(__m256i a, __m256i b, bool high) {
-  if constexpr (Bits == 8) return high ? _mm256_unpackhi_epi8(a, b) : _mm256_unpacklo_epi8(a, b);
-  else if constexpr (Bits == 16) return high ? _mm256_unpackhi_epi16(a, b) : _mm256_unpacklo_epi16(a, b);
-  else if constexpr (Bits == 32) return high ? _mm256_unpackhi_epi32(a, b) : _mm256_unpacklo_epi32(a, b);
-  else return high ? _mm256_unpackhi_epi64(a, b) : _mm256_unpacklo_epi64(a, b);
+  if constexpr (Bits == 8)
+    return high ? _mm256_unpackhi_epi8(a, b) : _mm256_unpacklo_epi8(a, b);
+  else if constexpr (Bits == 16)
+    return high ? _mm256_unpackhi_epi16(a, b) : _mm256_unpacklo_epi16(a, b);
+  else if constexpr (Bits == 32)
+    return high ? _mm256_unpackhi_epi32(a, b) : _mm256_unpacklo_epi32(a, b);
+  else
+    return high ? _mm256_unpackhi_epi64(a, b) : _mm256_unpacklo_epi64(a, b);
 }
 
 template <int Bits>
@@ -233,7 +240,8 @@ struct shuffle_block {
                          std::int64_t rows) {
     const auto row_mask = static_cast<__mmask8>((1U << rows) - 1);
     typename lanes::vector v[block];
-    for (int i = 0; i < block; ++i) v[i] = rows == block ? lanes::load(far + offsets[i]) : lanes::load(far + offsets[i], row_mask);
+    for (int i = 0; i < block; ++i)
+      v[i] = rows == block ? lanes::load(far + offsets[i]) : lanes::load(far + offsets[i], row_mask);
     transpose_8x8(v);
     for (int i = 0; i < rows; ++i) lanes::store(near + i * stride, v[i]);
   }
@@ -245,8 +253,10 @@ struct shuffle_block {
     for (int i = 0; i < block; ++i) v[i] = i < rows ? lanes::load(near + i * stride) : lanes::zero();
     transpose_8x8(v);
     for (int i = 0; i < block; ++i) {
-      if (rows == block) lanes::store(far + offsets[i], v[i]);
-      else lanes::store(far + offsets[i], row_mask, v[i]);
+      if (rows == block)
+        lanes::store(far + offsets[i], v[i]);
+      else
+        lanes::store(far + offsets[i], row_mask, v[i]);
     }
   }
 };
@@ -330,7 +340,8 @@ void transposing_piece(const std::byte* src, std::byte* dst, const std::int64_t*
       if constexpr (Interleave) {
         shape::interleave(src + r * Width, offsets + j, dst + r * geometry::stride + j * Width, geometry::stride, rows);
       } else {
-        shape::deinterleave(src + r * geometry::stride + j * Width, dst + r * Width, offsets + j, geometry::stride, rows);
+        shape::deinterleave(src + r * geometry::stride + j * Width, dst + r * Width, offsets + j, geometry::stride,
+                            rows);
       }
     }
   }

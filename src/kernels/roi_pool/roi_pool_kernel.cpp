@@ -62,7 +62,7 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
   switch (type) {
     case dtype::float64:
       put(k.seed, rule == roi_max_rule::std_max_from_lowest ? std::numeric_limits<double>::lowest()
-                                                               : static_cast<double>(-FLT_MAX));
+                                                            : static_cast<double>(-FLT_MAX));
       put(k.empty, 0.0);
       break;
     case dtype::float32:
@@ -75,7 +75,7 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
       break;
     case dtype::bfloat16:  // -FLT_MAX rounds to -inf in bfloat16; lowest() is 0xFF7F
       put(k.seed, rule == roi_max_rule::std_max_from_lowest ? detail::bfloat16_to_float(0xFF7F)
-                                                               : -std::numeric_limits<float>::infinity());
+                                                            : -std::numeric_limits<float>::infinity());
       put(k.empty, 0.0f);
       break;
     case dtype::quint8: put(k.empty, static_cast<std::uint8_t>(zero_point)); break;
@@ -85,7 +85,6 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
   return k;
 }
 
-
 // NCHW 32-bit planes -> NHWC: per batch, a [C][H*W] -> [H*W][C] transpose done in register
 // blocks, split over threads by pixel ranges when the planes are packed; otherwise in tiles of
 // 16 channels x 16 pixels so the rows read and the runs written both stay in L1.
@@ -94,8 +93,8 @@ roi_transpose_fn select_transpose();
 void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& input, std::byte* out) {
   const std::int64_t pixels = p.height * p.width;
   const std::int64_t* s = input.strides().data();
-  const bool packed_planes = s[3] == 1 && s[2] == p.width && s[1] == pixels &&
-                             reinterpret_cast<std::uintptr_t>(input.data()) % 4 == 0;
+  const bool packed_planes =
+      s[3] == 1 && s[2] == p.width && s[1] == pixels && reinterpret_cast<std::uintptr_t>(input.data()) % 4 == 0;
   const int threads = input.numel() < 65536 ? 1 : num_threads();
   if (packed_planes) {
     const roi_transpose_fn transpose = select_transpose();
@@ -258,7 +257,7 @@ void store_block_typed(bool nchw, bool stream, const Lane* values, const std::in
     put(values, out + (r * channels + c0) * cells);
     if (out_args) put(args, out_args + (r * channels + c0) * cells);
   } else if (nchw) {  // [cells][n] -> out[r, c0 + c, cell]: a small transpose in 16-channel strips, so each
-               // read is a cache line and the 16 output runs are written in order
+                      // read is a cache line and the 16 output runs are written in order
     constexpr std::int64_t strip = 16;
     Lane* to = out + (r * channels + c0) * cells;
     std::int32_t* to_args = out_args ? out_args + (r * channels + c0) * cells : nullptr;
@@ -391,8 +390,8 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
           for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
             const std::int64_t cell = ph * p.pooled_width;
             store_channels(p.type, lane, cell_values.data() + (cell * n + c) * static_cast<std::int64_t>(lane_bytes),
-                           n * static_cast<std::int64_t>(lane_bytes), output.data() + out_offset(r, c0 + c, ph, 0) * out_size,
-                           os[3] * out_size, p.pooled_width);
+                           n * static_cast<std::int64_t>(lane_bytes),
+                           output.data() + out_offset(r, c0 + c, ph, 0) * out_size, os[3] * out_size, p.pooled_width);
             if (track) {
               std::byte* to = argmax->data() + arg_offset(r, c0 + c, ph, 0) * 4;
               for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
@@ -463,9 +462,9 @@ void accumulate(dtype type, std::byte* target, const std::byte* g) {
 // where it is used (one unsigned compare covers both ends); returns false at the first index
 // outside [-1, plane), with grad_in partly written.
 template <class T>
-bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of, T* grad_in,
-                    bool nchw, std::int64_t rois, std::int64_t channels, std::int64_t cells, std::int64_t plane,
-                    std::int64_t batches, int threads) {
+bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::vector<std::int64_t>& batch_of,
+                    T* grad_in, bool nchw, std::int64_t rois, std::int64_t channels, std::int64_t cells,
+                    std::int64_t plane, std::int64_t batches, int threads) {
   // Indices are int32, so a plane past 2^31 - 1 elements can only be violated by values < -1.
   const auto limit = static_cast<std::uint32_t>(std::min<std::int64_t>(plane, std::int64_t{128} << 31));
   std::atomic<bool> valid{true};
@@ -488,8 +487,10 @@ bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::ve
           T* target = grad_in + (b * channels + c) * plane;
           for (std::int64_t cell = 0; cell < cells; ++cell) {
             const std::int32_t i = index[cell];
-            if (static_cast<std::uint32_t>(i) < limit) target[i] += g[cell];
-            else ok &= i == -1;
+            if (static_cast<std::uint32_t>(i) < limit)
+              target[i] += g[cell];
+            else
+              ok &= i == -1;
           }
         }
       } else {
@@ -499,8 +500,10 @@ bool scatter_packed(const T* grad_out, const std::int32_t* argmax, const std::ve
           T* target = grad_in + b * plane * channels;
           for (std::int64_t c = c_begin; c < c_end; ++c) {
             const std::int32_t i = index[c];
-            if (static_cast<std::uint32_t>(i) < limit) target[static_cast<std::int64_t>(i) * channels + c] += g[c];
-            else ok &= i == -1;
+            if (static_cast<std::uint32_t>(i) < limit)
+              target[static_cast<std::int64_t>(i) * channels + c] += g[c];
+            else
+              ok &= i == -1;
           }
         }
       }
@@ -531,7 +534,8 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
   const std::int64_t plane = height * width;
   auto at = [&](const auto& view, std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
     const std::int64_t* s = view.strides().data();
-    const std::int64_t offset = nchw ? r * s[0] + c * s[1] + ph * s[2] + pw * s[3] : r * s[0] + ph * s[1] + pw * s[2] + c * s[3];
+    const std::int64_t offset =
+        nchw ? r * s[0] + c * s[1] + ph * s[2] + pw * s[3] : r * s[0] + ph * s[1] + pw * s[2] + c * s[3];
     return view.data() + offset * static_cast<std::int64_t>(view.element_size());
   };
   auto index_at = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
@@ -540,12 +544,14 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
   };
   std::vector<std::int64_t> batch_of(static_cast<std::size_t>(rois), 0);
   for (std::int64_t r = 0; r < rois && roi_batch; ++r) {
-    const std::byte* p = roi_batch->data() + r * roi_batch->strides()[0] * static_cast<std::int64_t>(roi_batch->element_size());
+    const std::byte* p =
+        roi_batch->data() + r * roi_batch->strides()[0] * static_cast<std::int64_t>(roi_batch->element_size());
     batch_of[static_cast<std::size_t>(r)] =
         roi_batch->type() == dtype::int32 ? load_index<std::int32_t>(p) : load_index<std::int64_t>(p);
     if (batch_of[static_cast<std::size_t>(r)] < -1 || batch_of[static_cast<std::size_t>(r)] >= batch) {
       detail::fail_invalid("roi_pool_backward: ROI " + std::to_string(r) + " has batch index " +
-                           std::to_string(batch_of[static_cast<std::size_t>(r)]) + ", outside [0, " + std::to_string(batch) + ")");
+                           std::to_string(batch_of[static_cast<std::size_t>(r)]) + ", outside [0, " +
+                           std::to_string(batch) + ")");
     }
   }
   // The element-wise check, which names the first offender in (r, c, ph, pw) order.
@@ -578,12 +584,13 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
   // grad_input is the caller's fresh tensor, returned only on success: the packed scatters check
   // indices as they go and, on a bad one, leave the message to the element-wise check.
   if (packed && (grad_output.type() == dtype::float32 || grad_output.type() == dtype::float64)) {
-    const bool valid =
-        grad_output.type() == dtype::float32
-            ? scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
-                             reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells, plane, batch, threads)
-            : scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
-                             reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells, plane, batch, threads);
+    const bool valid = grad_output.type() == dtype::float32
+                           ? scatter_packed(reinterpret_cast<const float*>(grad_output.data()), indices, batch_of,
+                                            reinterpret_cast<float*>(grad_input.data()), nchw, rois, channels, cells,
+                                            plane, batch, threads)
+                           : scatter_packed(reinterpret_cast<const double*>(grad_output.data()), indices, batch_of,
+                                            reinterpret_cast<double*>(grad_input.data()), nchw, rois, channels, cells,
+                                            plane, batch, threads);
     if (!valid) check_every_index();
     return;
   }

@@ -16,9 +16,9 @@ namespace regrid::kernels {
 enum class roi_lane { f32, f64, u8, i8 };
 
 struct roi_block_args {
-  const void* image = nullptr;   ///< NHWC plane of one batch, lane type
-  std::int64_t width = 0;        ///< W
-  std::int64_t channels = 0;     ///< C (row stride of a pixel)
+  const void* image = nullptr;  ///< NHWC plane of one batch, lane type
+  std::int64_t width = 0;       ///< W
+  std::int64_t channels = 0;    ///< C (row stride of a pixel)
   std::int64_t first_channel = 0;
   std::int64_t block_channels = 0;
   const std::int64_t* hstart = nullptr;
@@ -27,10 +27,10 @@ struct roi_block_args {
   const std::int64_t* wend = nullptr;
   std::int64_t pooled_height = 0;
   std::int64_t pooled_width = 0;
-  void* cells = nullptr;          ///< out: [PH * PW][block_channels] lane values
-  std::int32_t* argmax = nullptr; ///< out: [PH * PW][block_channels], or null
-  const void* seed = nullptr;     ///< one lane value (strict_from_flt_max / std_max_from_lowest)
-  const void* empty = nullptr;    ///< one lane value for an empty bin
+  void* cells = nullptr;           ///< out: [PH * PW][block_channels] lane values
+  std::int32_t* argmax = nullptr;  ///< out: [PH * PW][block_channels], or null
+  const void* seed = nullptr;      ///< one lane value (strict_from_flt_max / std_max_from_lowest)
+  const void* empty = nullptr;     ///< one lane value for an empty bin
 };
 
 using roi_block_fn = void (*)(const roi_block_args& args);
@@ -48,9 +48,8 @@ void roi_transpose_scalar(const std::uint32_t*, std::int64_t, std::int64_t, std:
 void roi_transpose_avx2(const std::uint32_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
 void roi_transpose_avx512(const std::uint32_t*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*, std::int64_t);
 
-void roi_pool_forward(const ops::roi_problem& problem, const std::vector<ops::roi_box>& boxes,
-                      const tensor_view& input, const mutable_tensor_view& output,
-                      const std::optional<mutable_tensor_view>& argmax);
+void roi_pool_forward(const ops::roi_problem& problem, const std::vector<ops::roi_box>& boxes, const tensor_view& input,
+                      const mutable_tensor_view& output, const std::optional<mutable_tensor_view>& argmax);
 
 /// Adds grad_output into the zero-filled grad_input at the argmax positions. grad_input must be
 /// the caller's own fresh tensor: on an invalid argmax this throws with grad_input partly written.
