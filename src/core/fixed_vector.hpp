@@ -28,6 +28,12 @@ class fixed_vector {
     for (std::size_t i = 0; i < count; ++i) storage_.items[i] = value;
     size_ = count;
   }
+  /// The items of `range` (which must fit), in its order.
+  template <class Range>
+  void assign_range(const Range& range) {
+    clear();
+    for (const T& value : range) push_back(value);
+  }
   void push_back(const T& value) {
     assert(size_ < Capacity);
     storage_.items[size_++] = value;

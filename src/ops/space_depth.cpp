@@ -477,18 +477,14 @@ const axis_list& validated_axes(space_depth_op op, const tensor_view& src, const
   validated_call& call = calls[next];
   next = (next + 1) % kept;
   filled = std::min(filled + 1, kept);
-  auto copy = [](const shape_t& from, validated_call::dims& to) {
-    to.clear();
-    for (std::int64_t value : from) to.push_back(value);
-  };
   call.op = op;
   call.options = options;
   call.src_type = src.type();
   call.dst_type = dst.type();
-  copy(src.shape(), call.src_shape);
-  copy(src.strides(), call.src_strides);
-  copy(dst.shape(), call.dst_shape);
-  copy(dst.strides(), call.dst_strides);
+  call.src_shape.assign_range(src.shape());
+  call.src_strides.assign_range(src.strides());
+  call.dst_shape.assign_range(dst.shape());
+  call.dst_strides.assign_range(dst.strides());
   call.src_quant = src.quant();
   call.dst_quant = dst.quant();
   call.axes = axes;

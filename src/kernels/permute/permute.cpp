@@ -638,8 +638,7 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   auto plan = std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
   cached_plan& slot = cache[next_slot];
   next_slot = (next_slot + 1) % plan_cache_slots;
-  slot.axes.clear();
-  for (const permute_axis& axis : axes) slot.axes.push_back(axis);
+  slot.axes.assign_range(axes);
   slot.element_bytes = element_bytes;
   slot.level = level;
   slot.gather_forced = forced;
