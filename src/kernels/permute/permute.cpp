@@ -82,10 +82,11 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
   // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
   // only, as block transposes in registers (transposing_shuffle_kernel_avx512). The shuffle
   // networks of that many ways keep 64 vectors in flight and spill; same-run A/Bs over the 26
-  // such grid cells of each width against them: bytes 5.4x at 64 KiB, 3.3x at 1 MiB, 1.4x at 16
-  // MiB; 2-byte 3.7x, 2.6x, 1.4x; 4-byte 6.1x, 3.9x, 1.7x. For 8-byte elements the tile
-  // transpose (transpose_tile_kernel_avx512) was as fast or faster where it applies; the block-
-  // transposing shuffle serves them only where it does not (`wide_eight_byte`, see plan_permute).
+  // such grid cells of each width against them: bytes 5.4x at 64 KiB, 3.3x at 1 MiB, 1.6x at 16
+  // MiB (interleaves streaming); 2-byte 3.7x, 2.6x, 1.4x; 4-byte 6.1x, 3.9x, 1.7x. For 8-byte
+  // elements the tile transpose (transpose_tile_kernel_avx512) was as fast or faster where it
+  // applies; the block-transposing shuffle serves them only where it does not (`wide_eight_byte`,
+  // see plan_permute).
   if (ways > max_register_ways) {
     if (active_isa() < isa::avx512 || (width == 8 && !wide_eight_byte)) return {};
     return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
