@@ -61,6 +61,15 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming) noexcept;
 tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
 
+/// Bytes a staging buffer holds past the segments a staging tile kernel copies to or from it.
+inline constexpr std::size_t staging_slack_bytes = 64;
+/// Segment copies of `width` bytes for staged shuffles (shuffle_tile::segment_copy), where one side
+/// is a staging buffer with staging_slack_bytes past the tile: `pack` copies strided segments into
+/// the buffer (dst), else out of it (src). They may write (pack) or read (unpack) buffer bytes past
+/// a segment's end, so a packing tile must visit the buffer in increasing address order; the
+/// strided side is touched exactly. The avx512 level.
+tile_kernel staging_tile_kernel_avx512(std::size_t width, bool pack) noexcept;
+
 /// 2-D transposes of 8-byte elements, for tiles whose rows are contiguous in the source and whose
 /// columns are contiguous in the destination (row.src_stride = col.dst_stride = 8): 8 x 8 blocks
 /// transposed in registers.
