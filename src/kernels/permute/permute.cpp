@@ -704,22 +704,22 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
   const std::int64_t far_bytes = length * static_cast<std::int64_t>(width);  // one segment's run per way
   const std::int64_t segment = far_bytes * static_cast<std::int64_t>(tile.offsets.size());
-  const std::int64_t capacity = std::max<std::int64_t>(1, staging_bytes / segment);
   const std::int64_t inner = repeat.inner.extent;
   const std::int64_t outer = repeat.outer.extent;
-  // The buffer holds `planes` blocks of rows x cols segments, block p at p * plane_bytes; on the far
-  // side, block p is `far_plane` bytes after block 0.
-  auto stage = [&](std::int64_t o, std::int64_t i, std::int64_t rows, std::int64_t cols, std::int64_t planes,
-                   std::int64_t plane_bytes, std::int64_t far_plane) {
+  // The buffer holds group.extent blocks of rows x cols segments, one per position of `group` (a
+  // single block without one).
+  const std::int64_t near_plane = interleave ? group.dst_stride : group.src_stride;
+  const std::int64_t far_plane = interleave ? group.src_stride : group.dst_stride;
+  auto stage = [&](std::int64_t o, std::int64_t i, std::int64_t rows, std::int64_t cols) {
     const std::int64_t near_offset = o * near(repeat.outer) + i * near(repeat.inner);
     const std::int64_t far_offset = (o * inner + i) * far_bytes;
     const std::int64_t run = rows * cols * length;
-    const std::int64_t near_plane = interleave ? group.dst_stride : group.src_stride;
-    const shuffle_repeat per_plane{.inner = interleave ? permute_axis{planes, far_plane, plane_bytes}
-                                                       : permute_axis{planes, plane_bytes, far_plane}};
+    const std::int64_t plane_bytes = rows * cols * segment;
+    const shuffle_repeat per_plane{.inner = interleave ? permute_axis{group.extent, far_plane, plane_bytes}
+                                                       : permute_axis{group.extent, plane_bytes, far_plane}};
     if (interleave) {
       tile.fn(src + far_offset, buffer, run, tile.offsets.data(), per_plane);
-      const tile_shape unpack{.planes = planes,
+      const tile_shape unpack{.planes = group.extent,
                               .rows = rows,
                               .cols = cols,
                               .src_plane = plane_bytes,
@@ -731,7 +731,7 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
       tile.segment_copy.copy(buffer, dst + near_offset, unpack, static_cast<std::size_t>(segment));
     } else {
       // Buffer order: the packing kernel's whole-vector stores run past each segment's end.
-      const tile_shape pack{.planes = planes,
+      const tile_shape pack{.planes = group.extent,
                             .rows = rows,
                             .cols = cols,
                             .src_plane = near_plane,
@@ -745,18 +745,17 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
     }
   };
   if (group.extent > 1) {
-    const std::int64_t far_plane = interleave ? group.src_stride : group.dst_stride;
-    stage(0, 0, outer, inner, group.extent, outer * inner * segment, far_plane);
+    stage(0, 0, outer, inner);
     return;
   }
+  const std::int64_t capacity = std::max<std::int64_t>(1, staging_bytes / segment);
   if (inner <= capacity) {
     const std::int64_t rows_per_batch = capacity / inner;
-    for (std::int64_t o = 0; o < outer; o += rows_per_batch)
-      stage(o, 0, std::min(rows_per_batch, outer - o), inner, 1, 0, 0);
+    for (std::int64_t o = 0; o < outer; o += rows_per_batch) stage(o, 0, std::min(rows_per_batch, outer - o), inner);
     return;
   }
   for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t i = 0; i < inner; i += capacity) stage(o, i, 1, std::min(capacity, inner - i), 1, 0, 0);
+    for (std::int64_t i = 0; i < inner; i += capacity) stage(o, i, 1, std::min(capacity, inner - i));
   }
 }
 
