@@ -159,8 +159,10 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
   std::mt19937_64 rng(99);
   for (std::int64_t b : {2, 3, 4, 8, 9, 16, 32, 64}) {
     const bool wide = b > 16;
-    for (std::int64_t width : {1, 2, 4, 8}) {
-      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, wide ? 3000 : 40000}) {
+    // 16- and 32-byte elements: the channels-last runs of 4 or 8 four-byte elements.
+    for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
+      const bool lanes_wide = width > 8;
+      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, wide || lanes_wide ? 3000 : 40000}) {
         for (bool interleave : {true, false}) {
           const std::int64_t pad = 3 * width;  // distance between the b rows is not b * length
           std::vector<permute_axis> axes;
@@ -185,7 +187,17 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             set_max_isa(cap);
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             const bool power_of_two = (b & (b - 1)) == 0;
-            if (plan.gather) {
+            if (lanes_wide) {
+              // AVX-512 only, and powers of two up to 16 ways.
+              const bool shuffles = cap >= isa::avx512 && power_of_two && !wide && length >= 4;
+              if (shuffles) {
+                EXPECT_EQ(kernel_name(plan), std::string(interleave ? "interleave" : "deinterleave") +
+                                                 std::to_string(b) + "_x" + std::to_string(8 * width) + "_avx512")
+                    << describe(plan);
+              } else if (!power_of_two || wide || cap < isa::avx512) {
+                EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
+              }
+            } else if (plan.gather) {
               // Short runs of 2-4 ways: with VBMI a periodic gather beats the shuffle.
               EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);
             } else if (wide && cap < isa::avx512) {  // 32 and 64 ways: AVX-512 only
@@ -240,7 +252,7 @@ TEST(PermuteRun, StreamingShufflesMatch) {
   std::mt19937_64 rng(31);
   auto round_up = [](std::int64_t bytes) { return (bytes + 63) / 64 * 64; };
   for (std::int64_t b : {2, 3, 4, 8, 16, 32, 64}) {
-    for (std::int64_t width : {1, 2, 4, 8}) {
+    for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       const std::int64_t lanes = 64 / width;
       const std::int64_t piece = 16384 / (b * width);
       for (std::int64_t length : {lanes, lanes + 1, 3 * lanes + 5, piece + 35}) {
@@ -617,6 +629,8 @@ std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t 
   // De-interleaves stage runs under a vector, and of a vector and a tail under half of one (these
   // outputs are too small to stream).
   if (!interleave && (run_bytes == 64 || run_bytes >= 96)) return std::nullopt;
+  // 16- and 32-byte elements: AVX-512, powers of two up to 16 ways.
+  if (width > 8) return (b & (b - 1)) == 0 && b <= 16 ? std::optional<isa>(isa::avx512) : std::nullopt;
   // 64 ways take AVX-512 and elements of up to 4 bytes.
   if (b > 16) return width <= 4 ? std::optional<isa>(isa::avx512) : std::nullopt;
   // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements.
@@ -631,9 +645,10 @@ std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t 
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
   for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
-    for (std::int64_t width : {1, 2, 4, 8}) {
+    for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       for (std::int64_t length : {std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{7},
                                   80 / width, 100 / width}) {
+        if (length * width > 112) continue;  // interleaves stage runs under 128 bytes
         for (std::int64_t inner : {2, 3, 300}) {
           for (std::int64_t outer : {1, 3}) {
             for (bool continuing : {true, false}) {

@@ -70,7 +70,8 @@ bool contains(const way_list& ways, std::size_t axis) {
 // AVX-512 takes the AVX2 kernel for bytes, whose permutes stay inside 128-bit lanes (vpshufb),
 // and the scalar level takes no non-power-of-two shuffle. Power-of-two byte interleaves keep
 // the avx512 build: its lane-local zip network was as fast as the VBMI permutes over the grid,
-// while de-interleaves and B = 3, 9 gained 1.05-3.5x from VBMI.
+// while de-interleaves and B = 3, 9 gained 1.05-3.5x from VBMI. Elements of 16 and 32 bytes have
+// avx512 shuffles only (2, 4, 8 or 16 ways); below it they stay run copies.
 struct shuffle_choice {
   shuffle_fn fn = nullptr;
   isa level = isa::scalar;
