@@ -244,7 +244,8 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 }
 
 // The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
-// each kernel, destination rows on cache lines (streamed) and off them (ordinary stores), whole
+// each kernel, destination rows on cache lines (streamed) and off them (interleaves stream from
+// the first whole line, de-interleaves store as usual), whole
 // vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces, two repeat
 // positions; compared with the element-by-element copy.
 TEST(PermuteRun, StreamingShufflesMatch) {
@@ -262,7 +263,9 @@ TEST(PermuteRun, StreamingShufflesMatch) {
           const shuffle_fn fn = b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
                                                       : shuffle_kernel_avx512(w, b, interleave);
           if (fn == nullptr) continue;
-          for (std::int64_t misalign : {0, 8}) {
+          // Rows off lines: interleaves stream from their first whole line (8 never reaches one
+          // for 16- and 32-byte elements, 32 does for 2 ways of 16 bytes).
+          for (std::int64_t misalign : {0, 8, 32}) {
             // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
             // ways of the run; the call repeats at two positions.
             const std::int64_t run_bytes = length * width;
@@ -621,6 +624,14 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
       plan_permute(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4);
   ASSERT_TRUE(small_interleave.shuffle.has_value()) << describe(small_interleave);
   EXPECT_FALSE(small_interleave.shuffle->repeat.streaming) << describe(small_interleave);
+  // b = 3 of bytes: output rows of 3 x 1366 bytes, off cache lines, stream from their first whole
+  // line; rows of 3 x 1000 bytes are too short to.
+  const permute_plan long_rows = plan_permute(packed_transpose({1, 1, 3, 3, 1366, 1366}, {0, 1, 4, 2, 5, 3}, 1), 1);
+  ASSERT_TRUE(long_rows.shuffle.has_value()) << describe(long_rows);
+  EXPECT_TRUE(long_rows.shuffle->repeat.streaming) << describe(long_rows);
+  const permute_plan short_rows = plan_permute(packed_transpose({1, 1, 3, 3, 2000, 1000}, {0, 1, 4, 2, 5, 3}, 1), 1);
+  ASSERT_TRUE(short_rows.shuffle.has_value()) << describe(short_rows);
+  EXPECT_FALSE(short_rows.shuffle->repeat.streaming) << describe(short_rows);
   set_max_isa(isa::avx512vbmi);
 }
 

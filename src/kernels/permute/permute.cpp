@@ -50,6 +50,9 @@ constexpr std::int64_t staged_deinterleave_run_bytes = 64;
 // 1 MiB, 1.19x at 16 MiB (83 cells); runs of 64 bytes lost (0.87-0.90x), runs of 96-127 bytes
 // were mixed (0.93x at 16 MiB), and 16 MiB cells whose output streams lost 0.36-0.44x.
 constexpr std::int64_t staged_unstreamed_deinterleave_run_bytes = 96;
+// Interleaves whose output rows do not all start on cache lines stream from each row's first
+// line on when a row is at least this long (see b_way_run).
+constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
 // The staging buffer: batches of segments, small enough to stay in L1 next to the rows in flight.
 constexpr std::int64_t staging_bytes = 16 * 1024;
 
@@ -244,15 +247,19 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // the destination's line alignment from one run to the next, and the runs end on lines or the
   // way count is a power of two: the 512 such cells of the 16 MiB grid gained 1.40x (median
   // 0.73 -> 1.11 of memcpy); the 410 others lost 0.97x, their runs switching between streaming
-  // and ordinary stores as the alignment varied.
+  // and ordinary stores as the alignment varied. Interleaves stream the rest of their rows too
+  // from each row's first whole line on (b_way_run), where a row is 4 KiB or more: 1.33x over
+  // those 76 cells (median 0.80 -> 1.10); the 99 with shorter rows lost (0.69x for 256-byte rows,
+  // 0.9x for 0.5-2 KiB ones).
   const bool on_lines = direct.inner.dst_stride % 64 == 0 && direct.outer.dst_stride % 64 == 0;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   // The block-transposing de-interleaves do not stream: their far-side rows are written 256
   // bytes at a time (a piece of each of 64 rows), and streaming those read 0.76-1.2x of ordinary
   // stores over the 6 such 16 MiB cells; their interleaves stream whole 16 KiB pieces.
-  direct.streaming = output_streams(plan) && on_lines &&
-                     (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways))) &&
-                     (best->interleave || !kernel.transposes);
+  const bool lines_line_up = on_lines && (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+  const bool long_output_runs = best->interleave && ways * run_bytes >= streamed_unaligned_interleave_bytes;
+  direct.streaming = output_streams(plan) && !(kernel.transposes && !best->interleave) &&
+                     (lines_line_up || (long_output_runs && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
   const bool staged = best->interleave ? run_bytes < staged_interleave_run_bytes
