@@ -1,9 +1,14 @@
 // Exact conversions between float and the 16-bit float formats (IEEE binary16 and
-// bfloat16), with round-to-nearest-even, in portable code.
+// bfloat16), with round-to-nearest-even, in portable code; and the value of a stored element of
+// any floating-point dtype.
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "regrid/dtype.hpp"
 
 namespace regrid::detail {
 
@@ -67,6 +72,34 @@ inline std::uint16_t float_to_bfloat16(float value) noexcept {
   }
   const std::uint32_t rounding = 0x7FFFU + ((bits >> 16) & 1U);
   return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
+
+/// The value of the element of `type` stored at `at`, widened exactly to double, for float32,
+/// float64, float16 and bfloat16; 0 for any other type.
+inline double floating_value(dtype type, const std::byte* at) noexcept {
+  switch (type) {
+    case dtype::float32: {
+      float v;
+      std::memcpy(&v, at, 4);
+      return v;
+    }
+    case dtype::float64: {
+      double v;
+      std::memcpy(&v, at, 8);
+      return v;
+    }
+    case dtype::float16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return half_to_float(v);
+    }
+    case dtype::bfloat16: {
+      std::uint16_t v;
+      std::memcpy(&v, at, 2);
+      return bfloat16_to_float(v);
+    }
+    default: return 0;
+  }
 }
 
 }  // namespace regrid::detail

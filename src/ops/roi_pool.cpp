@@ -125,34 +125,12 @@ double read_roi_value(const tensor_view& rois, std::int64_t r, std::int64_t k) {
   const int rank = rois.rank();
   const std::int64_t offset = r * rois.strides()[rank - 2] + k * rois.strides()[rank - 1];
   const std::byte* at = rois.data() + offset * static_cast<std::int64_t>(rois.element_size());
-  switch (rois.type()) {
-    case dtype::float32: {
-      float v;
-      std::memcpy(&v, at, 4);
-      return v;
-    }
-    case dtype::float64: {
-      double v;
-      std::memcpy(&v, at, 8);
-      return v;
-    }
-    case dtype::float16: {
-      std::uint16_t v;
-      std::memcpy(&v, at, 2);
-      return detail::half_to_float(v);
-    }
-    case dtype::bfloat16: {
-      std::uint16_t v;
-      std::memcpy(&v, at, 2);
-      return detail::bfloat16_to_float(v);
-    }
-    case dtype::uint16: {  // NNAPI TENSOR_QUANT16_ASYMM, scale 0.125, zero point 0, dequantized in float
-      std::uint16_t v;
-      std::memcpy(&v, at, 2);
-      return static_cast<double>(0.125f * static_cast<float>(v));
-    }
-    default: return 0;
+  if (rois.type() == dtype::uint16) {  // NNAPI TENSOR_QUANT16_ASYMM, scale 0.125, zero point 0, dequantized in float
+    std::uint16_t v;
+    std::memcpy(&v, at, 2);
+    return static_cast<double>(0.125f * static_cast<float>(v));
   }
+  return detail::floating_value(rois.type(), at);
 }
 
 std::int64_t read_index(const tensor_view& indices, std::int64_t r) {

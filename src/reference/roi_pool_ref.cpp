@@ -15,29 +15,9 @@ namespace {
 
 double load(dtype type, const std::byte* at) {
   switch (type) {
-    case dtype::float32: {
-      float v;
-      std::memcpy(&v, at, 4);
-      return v;
-    }
-    case dtype::float64: {
-      double v;
-      std::memcpy(&v, at, 8);
-      return v;
-    }
-    case dtype::float16: {
-      std::uint16_t v;
-      std::memcpy(&v, at, 2);
-      return detail::half_to_float(v);
-    }
-    case dtype::bfloat16: {
-      std::uint16_t v;
-      std::memcpy(&v, at, 2);
-      return detail::bfloat16_to_float(v);
-    }
     case dtype::quint8: return static_cast<double>(std::to_integer<std::uint8_t>(*at));
     case dtype::qint8: return static_cast<double>(static_cast<std::int8_t>(std::to_integer<std::uint8_t>(*at)));
-    default: return 0;
+    default: return detail::floating_value(type, at);
   }
 }
 
