@@ -777,30 +777,28 @@ void split_items(std::int64_t items, int threads, const Body& body) {
   runtime::parallel_for(items, threads, body);
 }
 
-// A staged plan's work items are blocks of its outermost repeat axis at each outer position,
-// ordered block-major: the outer positions usually interleave within the same near-side cache
-// lines (the fine pixels of one coarse pixel), so a block's near-side region (about
-// staged_block_bytes) is fetched once and reused from L2 by every outer position.
+// A staged plan whose calls fill more than half the buffer takes blocks of its outermost repeat
+// axis at each outer position as work items, ordered block-major: the outer positions usually
+// interleave within the same near-side cache lines (the fine pixels of one coarse pixel), so a
+// block's near-side region (about staged_block_bytes) is fetched once and reused from L2 by every
+// outer position.
 constexpr std::int64_t staged_block_bytes = 128 * 1024;
 
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, int threads,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
-  const bool two_levels = tile.repeat.outer.extent > 1;
-  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
-  const std::int64_t near_step = magnitude(tile.interleave ? split_axis.dst_stride : split_axis.src_stride);
-  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
-                                  (two_levels ? tile.repeat.inner.extent : 1);
-  const std::int64_t per_item = std::clamp<std::int64_t>(
-      staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1}), 1, split_axis.extent);
-  const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
   // Calls that fill at most half the buffer also walk the innermost outer axis, as many positions
   // as fit the buffer at once, so that the per-call set-up (work item, batch sizes, two kernel
   // calls) is paid once per buffer. Same-run A/B over the 627 grid cells this takes, twice: 1.18x
   // at 64 KiB, 1.27x at 1 MiB, 1.04x at 16 MiB; calls of up to 1 KiB 1.3-1.9x. Walking the grouped
-  // segments with the smallest near-side stride innermost lost (0.89x at 64 KiB).
+  // segments with the smallest near-side stride innermost lost (0.89x at 64 KiB). Such calls skip
+  // the blocks, even where the repeat spans far more than staged_block_bytes on the near side
+  // (CL-K3 CRD: 4 x 4 rows of 24 bytes, whole planes apart): there blocks of one plane made one
+  // masked 96-byte call per work item, and block-major order one pass over the source per plane.
+  // Same-run A/B over the 108 grid cells that change, twice: 1.28x at 1 MiB, 2.12x at 16 MiB
+  // (median 0.19 -> 0.34 of memcpy; d2s CL-K3 CRD b4 C3 of 2-byte elements 0.03 -> 0.27).
   const std::int64_t call_bytes = staged_call_bytes(plan);
-  if (blocks == 1 && !plan.outer.empty() && 2 * call_bytes <= staging_bytes) {
+  if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes) {
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
     outer.pop_back();
@@ -817,6 +815,14 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     });
     return;
   }
+  const bool two_levels = tile.repeat.outer.extent > 1;
+  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
+  const std::int64_t near_step = magnitude(tile.interleave ? split_axis.dst_stride : split_axis.src_stride);
+  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
+                                  (two_levels ? tile.repeat.inner.extent : 1);
+  const std::int64_t per_item = std::clamp<std::int64_t>(
+      staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1}), 1, split_axis.extent);
+  const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
   // The blocks become the outermost axis, so the odometer walks them block-major.
   axis_list by_block;
   by_block.push_back({blocks, per_item * split_axis.src_stride, per_item * split_axis.dst_stride});
