@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -260,12 +261,20 @@ TEST(PermuteRun, StreamingShufflesMatch) {
         for (bool interleave : {true, false}) {
           const auto w = static_cast<std::size_t>(width);
           // B = 3 for bytes: built from AVX2 and VBMI only; B = 32, 64: block transposes only.
-          const shuffle_fn fn = b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
-                                                      : shuffle_kernel_avx512(w, b, interleave);
-          if (fn == nullptr) continue;
+          // Bytes run the VBMI build too where the CPU has it: its de-interleaves re-cut rows at
+          // odd offsets into lines, the other builds at even offsets only.
+          std::vector<shuffle_fn> kernels{b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
+                                                                : shuffle_kernel_avx512(w, b, interleave)};
+          if (width == 1 && b <= max_register_ways && detected_isa() >= isa::avx512vbmi)
+            kernels.push_back(shuffle_kernel_avx512vbmi(w, b, interleave));
           // Rows off lines: interleaves stream from their first whole line (8 never reaches one
-          // for 16- and 32-byte elements, 32 does for 2 ways of 16 bytes).
-          for (std::int64_t misalign : {0, 8, 32}) {
+          // for 16- and 32-byte elements, 32 does for 2 ways of 16 bytes); de-interleaves join
+          // each row's vectors into lines where every row starts at an even offset (1: odd rows
+          // do not stream below VBMI).
+          for (std::size_t run_case = 0; run_case < kernels.size() * 5; ++run_case) {
+            const shuffle_fn fn = kernels[run_case / 5];
+            const std::int64_t misalign = std::array<std::int64_t, 5>{0, 1, 2, 8, 32}[run_case % 5];
+            if (fn == nullptr) continue;
             // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
             // ways of the run; the call repeats at two positions.
             const std::int64_t run_bytes = length * width;
@@ -632,6 +641,15 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   const permute_plan short_rows = plan_permute(packed_transpose({1, 1, 3, 3, 2000, 1000}, {0, 1, 4, 2, 5, 3}, 1), 1);
   ASSERT_TRUE(short_rows.shuffle.has_value()) << describe(short_rows);
   EXPECT_FALSE(short_rows.shuffle->repeat.streaming) << describe(short_rows);
+  // The inverse, NCHW CRD space_to_depth: 3-way de-interleaves of bytes into rows off cache lines
+  // stream runs of 2050 bytes; runs of 2000 are too short to.
+  const permute_plan long_runs = plan_permute(packed_transpose({1, 1, 700, 3, 2050, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);
+  ASSERT_TRUE(long_runs.shuffle.has_value()) << describe(long_runs);
+  EXPECT_FALSE(long_runs.shuffle->interleave) << describe(long_runs);
+  EXPECT_TRUE(long_runs.shuffle->repeat.streaming) << describe(long_runs);
+  const permute_plan short_runs = plan_permute(packed_transpose({1, 1, 720, 3, 2000, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);
+  ASSERT_TRUE(short_runs.shuffle.has_value()) << describe(short_runs);
+  EXPECT_FALSE(short_runs.shuffle->repeat.streaming) << describe(short_runs);
   set_max_isa(isa::avx512vbmi);
 }
 

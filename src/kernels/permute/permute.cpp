@@ -53,6 +53,9 @@ constexpr std::int64_t staged_unstreamed_deinterleave_run_bytes = 96;
 // Interleaves whose output rows do not all start on cache lines stream from each row's first
 // line on when a row is at least this long (see b_way_run).
 constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
+// De-interleaves whose destination rows do not all start on cache lines stream their runs of at
+// least this many bytes, each row's vectors re-cut into whole lines (see b_way_run).
+constexpr std::int64_t streamed_unaligned_deinterleave_run_bytes = 2048;
 // The staging buffer: batches of segments, small enough to stay in L1 next to the rows in flight.
 constexpr std::int64_t staging_bytes = 16 * 1024;
 
@@ -250,14 +253,17 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // and ordinary stores as the alignment varied. Interleaves stream the rest of their rows too
   // from each row's first whole line on (b_way_run), where a row is 4 KiB or more: 1.33x over
   // those 76 cells (median 0.80 -> 1.10); the 99 with shorter rows lost (0.69x for 256-byte rows,
-  // 0.9x for 0.5-2 KiB ones).
+  // 0.9x for 0.5-2 KiB ones). De-interleaves stream runs of 2 KiB or more whose rows are off lines
+  // too, joining each row's consecutive vectors into whole lines: 1.36x over those 65 cells (median
+  // 0.77 -> 1.15); shorter runs lost (0.50x for 64-byte runs, 0.76x for 512, 1.00x for 1 KiB).
   const bool on_lines = direct.inner.dst_stride % 64 == 0 && direct.outer.dst_stride % 64 == 0;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   // The block-transposing de-interleaves do not stream: their far-side rows are written 256
   // bytes at a time (a piece of each of 64 rows), and streaming those read 0.76-1.2x of ordinary
   // stores over the 6 such 16 MiB cells; their interleaves stream whole 16 KiB pieces.
   const bool lines_line_up = on_lines && (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
-  const bool long_output_runs = best->interleave && ways * run_bytes >= streamed_unaligned_interleave_bytes;
+  const bool long_output_runs = best->interleave ? ways * run_bytes >= streamed_unaligned_interleave_bytes
+                                                 : run_bytes >= streamed_unaligned_deinterleave_run_bytes;
   direct.streaming = output_streams(plan) && !(kernel.transposes && !best->interleave) &&
                      (lines_line_up || (long_output_runs && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
