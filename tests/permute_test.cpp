@@ -650,6 +650,23 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   const permute_plan short_runs = plan_permute(packed_transpose({1, 1, 720, 3, 2000, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);
   ASSERT_TRUE(short_runs.shuffle.has_value()) << describe(short_runs);
   EXPECT_FALSE(short_runs.shuffle->repeat.streaming) << describe(short_runs);
+  // CF-K3 CRD space_to_depth, b = 2, C = 28 of 2-byte elements: a staged 2-way de-interleave of
+  // 31-element runs whose far-side rows (output planes of 31^3 elements, off cache lines) stream,
+  // 4 x 31 x 31 elements of each per call.
+  const auto staged_axes = packed_transpose({28, 31, 2, 31, 2, 31, 2}, {0, 2, 4, 6, 1, 3, 5}, 2);
+  const permute_plan staged = plan_permute(staged_axes, 2);
+  ASSERT_TRUE(staged.shuffle.has_value()) << describe(staged);
+  EXPECT_NE(staged.shuffle->segment_copy.copy, nullptr) << describe(staged);
+  EXPECT_TRUE(staged.shuffle->repeat.streaming) << describe(staged);
+  std::vector<std::byte> staged_src(static_cast<std::size_t>(staged.total_bytes));
+  for (auto& v : staged_src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> staged_expected(staged_src.size(), std::byte{0x5A});
+  permute_naive(staged_axes, staged_src.data(), staged_expected.data(), 2);
+  for (int threads : {1, 2}) {
+    std::vector<std::byte> staged_actual(staged_src.size(), std::byte{0x5A});
+    run_permute(staged, staged_src.data(), staged_actual.data(), threads);
+    EXPECT_TRUE(staged_actual == staged_expected) << threads << " threads";
+  }
   set_max_isa(isa::avx512vbmi);
 }
 
