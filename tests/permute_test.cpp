@@ -316,6 +316,63 @@ TEST(PermuteRun, StreamingShufflesMatch) {
   }
 }
 
+// Interleaves whose output rows continue one another stream them as one output (line_sink):
+// rows from under a line to several lines, outputs starting at line, even and odd offsets, 2 and
+// 5 rows per call at each of two outer positions, the avx512 build and, for bytes, the VBMI one
+// (the avx512 build's byte kernels and odd offsets at other widths take ordinary stores).
+TEST(PermuteRun, StreamingContinuingRowsMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(37);
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      const auto w = static_cast<std::size_t>(width);
+      std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, true)};
+      if (width == 1 && detected_isa() >= isa::avx512vbmi) kernels.push_back(shuffle_kernel_avx512vbmi(w, b, true));
+      for (const shuffle_fn fn : kernels) {
+        if (fn == nullptr) continue;
+        for (std::int64_t length : {std::int64_t{1}, std::int64_t{5}, 64 / width - 1, 64 / width + 3, 300 / width}) {
+          for (std::int64_t rows : {2, 5}) {
+            for (std::int64_t misalign : {0, 1, 2, 8, 32}) {
+              const std::int64_t row = b * length * width;  // output bytes per row
+              // Source: per way, `rows` padded rows; destination: two outputs of `rows` rows with a gap.
+              const std::int64_t src_row = length * width + 3 * width;
+              const std::int64_t way_bytes = 2 * rows * src_row;
+              const std::int64_t output_gap = rows * row + 2 * width;
+              std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+              for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * way_bytes;
+              shuffle_repeat repeat;
+              repeat.outer = {2, rows * src_row, output_gap};
+              repeat.inner = {rows, src_row, row};
+              repeat.streaming = true;
+              std::vector<std::byte> src(static_cast<std::size_t>(b * way_bytes));
+              for (auto& v : src) v = static_cast<std::byte>(rng());
+              const std::int64_t dst_span = 2 * output_gap + misalign + 128;
+              std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
+              std::vector<std::byte> actual_storage(expected_storage);
+              std::byte* expected = line_start(expected_storage) + misalign;
+              for (std::int64_t o = 0; o < 2; ++o) {
+                for (std::int64_t i = 0; i < rows; ++i) {
+                  for (std::int64_t r = 0; r < length; ++r) {
+                    for (std::int64_t j = 0; j < b; ++j) {
+                      std::memcpy(expected + o * output_gap + i * row + (r * b + j) * width,
+                                  src.data() + j * way_bytes + o * rows * src_row + i * src_row + r * width, w);
+                    }
+                  }
+                }
+              }
+              fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
+              const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
+              const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
+              ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " rows=" << rows
+                                       << " misalign=" << misalign;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Every element of `axes` copied one at a time: the spec the kernels are checked against.
 void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
   std::vector<std::int64_t> index(axes.size(), 0);
@@ -634,13 +691,18 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   ASSERT_TRUE(small_interleave.shuffle.has_value()) << describe(small_interleave);
   EXPECT_FALSE(small_interleave.shuffle->repeat.streaming) << describe(small_interleave);
   // b = 3 of bytes: output rows of 3 x 1366 bytes, off cache lines, stream from their first whole
-  // line; rows of 3 x 1000 bytes are too short to.
+  // line; rows of 3 x 1000 bytes, which continue one another, stream as one output (line_sink);
+  // runs of 20 bytes do not stream.
   const permute_plan long_rows = plan_permute(packed_transpose({1, 1, 3, 3, 1366, 1366}, {0, 1, 4, 2, 5, 3}, 1), 1);
   ASSERT_TRUE(long_rows.shuffle.has_value()) << describe(long_rows);
   EXPECT_TRUE(long_rows.shuffle->repeat.streaming) << describe(long_rows);
   const permute_plan short_rows = plan_permute(packed_transpose({1, 1, 3, 3, 2000, 1000}, {0, 1, 4, 2, 5, 3}, 1), 1);
   ASSERT_TRUE(short_rows.shuffle.has_value()) << describe(short_rows);
-  EXPECT_FALSE(short_rows.shuffle->repeat.streaming) << describe(short_rows);
+  EXPECT_TRUE(short_rows.shuffle->repeat.streaming) << describe(short_rows);
+  const permute_plan short_runs_of_rows =
+      plan_permute(packed_transpose({1, 1, 3, 3, 70000, 20}, {0, 1, 4, 2, 5, 3}, 1), 1);
+  ASSERT_TRUE(short_runs_of_rows.shuffle.has_value()) << describe(short_runs_of_rows);
+  EXPECT_FALSE(short_runs_of_rows.shuffle->repeat.streaming) << describe(short_runs_of_rows);
   // The inverse, NCHW CRD space_to_depth: 3-way de-interleaves of bytes into rows off cache lines
   // stream runs of 2050 bytes; runs of 2000 are too short to.
   const permute_plan long_runs = plan_permute(packed_transpose({1, 1, 700, 3, 2050, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);

@@ -85,6 +85,11 @@ struct shuffle_repeat {
   bool streaming = false;
 };
 
+/// Interleaves whose output rows do not all start on cache lines stream from each row's first
+/// line on when a row is at least this long; shorter rows stream where they continue one another
+/// (the inner repeat's destination stride is one row), as one output.
+inline constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
+
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
 /// Shuffles of up to this many ways keep their vectors in registers; wider ones (32, 64) spill.
