@@ -682,36 +682,34 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   std::vector<std::byte> actual(src.size(), std::byte{0x5A});
   run_permute(plan, src.data(), actual.data(), 2);
   EXPECT_TRUE(actual == expected);
+  // Whether a plan is a shuffle that streams (a fatal failure where it is no shuffle).
+  auto expect_shuffle_streaming = [](const std::vector<permute_axis>& axes, std::int64_t width, bool streams) {
+    const permute_plan shuffle_plan = plan_permute(axes, static_cast<std::size_t>(width));
+    ASSERT_TRUE(shuffle_plan.shuffle.has_value()) << describe(shuffle_plan);
+    EXPECT_EQ(shuffle_plan.shuffle->repeat.streaming, streams) << describe(shuffle_plan);
+  };
   // NCHW CRD depth_to_space, b = 2, float32: a 2-way interleave, streaming at 16 MiB only.
-  const permute_plan interleave = plan_permute(packed_transpose({1, 4, 2, 2, 512, 512}, {0, 1, 4, 2, 5, 3}, 4), 4);
-  ASSERT_TRUE(interleave.shuffle.has_value()) << describe(interleave);
-  EXPECT_TRUE(interleave.shuffle->repeat.streaming) << describe(interleave);
-  const permute_plan small_interleave =
-      plan_permute(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4);
-  ASSERT_TRUE(small_interleave.shuffle.has_value()) << describe(small_interleave);
-  EXPECT_FALSE(small_interleave.shuffle->repeat.streaming) << describe(small_interleave);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 4, 2, 2, 512, 512}, {0, 1, 4, 2, 5, 3}, 4), 4, true));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 4, 2, 2, 128, 128}, {0, 1, 4, 2, 5, 3}, 4), 4, false));
   // b = 3 of bytes: output rows of 3 x 1366 bytes, off cache lines, stream from their first whole
   // line; rows of 3 x 1000 bytes, which continue one another, stream as one output (line_sink);
   // runs of 20 bytes do not stream.
-  const permute_plan long_rows = plan_permute(packed_transpose({1, 1, 3, 3, 1366, 1366}, {0, 1, 4, 2, 5, 3}, 1), 1);
-  ASSERT_TRUE(long_rows.shuffle.has_value()) << describe(long_rows);
-  EXPECT_TRUE(long_rows.shuffle->repeat.streaming) << describe(long_rows);
-  const permute_plan short_rows = plan_permute(packed_transpose({1, 1, 3, 3, 2000, 1000}, {0, 1, 4, 2, 5, 3}, 1), 1);
-  ASSERT_TRUE(short_rows.shuffle.has_value()) << describe(short_rows);
-  EXPECT_TRUE(short_rows.shuffle->repeat.streaming) << describe(short_rows);
-  const permute_plan short_runs_of_rows =
-      plan_permute(packed_transpose({1, 1, 3, 3, 70000, 20}, {0, 1, 4, 2, 5, 3}, 1), 1);
-  ASSERT_TRUE(short_runs_of_rows.shuffle.has_value()) << describe(short_runs_of_rows);
-  EXPECT_FALSE(short_runs_of_rows.shuffle->repeat.streaming) << describe(short_runs_of_rows);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 1, 3, 3, 1366, 1366}, {0, 1, 4, 2, 5, 3}, 1), 1, true));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 1, 3, 3, 2000, 1000}, {0, 1, 4, 2, 5, 3}, 1), 1, true));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 1, 3, 3, 70000, 20}, {0, 1, 4, 2, 5, 3}, 1), 1, false));
   // The inverse, NCHW CRD space_to_depth: 3-way de-interleaves of bytes into rows off cache lines
   // stream runs of 2050 bytes; runs of 2000 are too short to.
   const permute_plan long_runs = plan_permute(packed_transpose({1, 1, 700, 3, 2050, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);
   ASSERT_TRUE(long_runs.shuffle.has_value()) << describe(long_runs);
   EXPECT_FALSE(long_runs.shuffle->interleave) << describe(long_runs);
   EXPECT_TRUE(long_runs.shuffle->repeat.streaming) << describe(long_runs);
-  const permute_plan short_runs = plan_permute(packed_transpose({1, 1, 720, 3, 2000, 3}, {0, 1, 3, 5, 2, 4}, 1), 1);
-  ASSERT_TRUE(short_runs.shuffle.has_value()) << describe(short_runs);
-  EXPECT_FALSE(short_runs.shuffle->repeat.streaming) << describe(short_runs);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_shuffle_streaming(packed_transpose({1, 1, 720, 3, 2000, 3}, {0, 1, 3, 5, 2, 4}, 1), 1, false));
   // CF-K3 CRD space_to_depth, b = 2, C = 28 of 2-byte elements: a staged 2-way de-interleave of
   // 31-element runs whose far-side rows (output planes of 31^3 elements, off cache lines) stream,
   // 4 x 31 x 31 elements of each per call.
