@@ -90,6 +90,11 @@ struct shuffle_repeat {
 /// (the inner repeat's destination stride is one row), as one output.
 inline constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
 
+/// De-interleaves whose destination rows do not all start on cache lines re-cut each row's output
+/// vectors into whole, aligned lines (one two-input permute per vector) where a row is at least this
+/// long, so that no store splits across two lines; shorter rows keep the plain unaligned stores.
+inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
+
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
 /// Shuffles of up to this many ways keep their vectors in registers; wider ones (32, 64) spill.
