@@ -663,6 +663,20 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
   EXPECT_STRNE(run_tile_kernel_avx512(128, false).name, "copy_runs_streaming_avx512");
 }
 
+// Runs `plan` of `axes` on random bytes with one thread and with two: both match the naive copy.
+void expect_matches_naive_on_one_and_two_threads(const std::vector<permute_axis>& axes, const permute_plan& plan,
+                                                 std::int64_t width, std::mt19937_64& rng) {
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+  permute_naive(axes, src.data(), expected.data(), width);
+  for (int threads : {1, 2}) {
+    std::vector<std::byte> actual(src.size(), std::byte{0x5A});
+    run_permute(plan, src.data(), actual.data(), threads);
+    EXPECT_TRUE(actual == expected) << threads << " threads";
+  }
+}
+
 // Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
 // copy runs on two threads (each fences its own streaming stores).
 TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
@@ -718,15 +732,31 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   ASSERT_TRUE(staged.shuffle.has_value()) << describe(staged);
   EXPECT_NE(staged.shuffle->segment_copy.copy, nullptr) << describe(staged);
   EXPECT_TRUE(staged.shuffle->repeat.streaming) << describe(staged);
-  std::vector<std::byte> staged_src(static_cast<std::size_t>(staged.total_bytes));
-  for (auto& v : staged_src) v = static_cast<std::byte>(rng());
-  std::vector<std::byte> staged_expected(staged_src.size(), std::byte{0x5A});
-  permute_naive(staged_axes, staged_src.data(), staged_expected.data(), 2);
-  for (int threads : {1, 2}) {
-    std::vector<std::byte> staged_actual(staged_src.size(), std::byte{0x5A});
-    run_permute(staged, staged_src.data(), staged_actual.data(), threads);
-    EXPECT_TRUE(staged_actual == staged_expected) << threads << " threads";
-  }
+  expect_matches_naive_on_one_and_two_threads(staged_axes, staged, 2, rng);
+  set_max_isa(isa::avx512vbmi);
+}
+
+// Run copies of short runs whose output is larger than the cache and whose output rows are long
+// walk the source in order, three or more output rows at a time; in cache, or with two output
+// rows, they keep writing each output row in order.
+TEST(PermutePlan, LongOutputRowsOfShortRunsWalkTheSourceInOrder) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  set_max_isa(isa::avx512);
+  // NHWC DCR depth_to_space of float32 C = 3: [1, H, W, b, b, 3] -> [1, H, b, W, b, 3], runs of
+  // b x 12 bytes.
+  auto depth_to_space = [](std::int64_t size, std::int64_t b) {
+    return packed_transpose({1, size, size, b, b, 3}, {0, 1, 3, 2, 4, 5}, 4);
+  };
+  const auto large = depth_to_space(394, 3);  // 16.8 MB, 14184-byte output rows
+  const permute_plan plan = plan_permute(large, 4);
+  EXPECT_EQ(kernel_name(plan), "copy_runs_avx512") << describe(plan);
+  EXPECT_EQ(plan.col.extent, 3) << describe(plan);
+  EXPECT_EQ(plan.col.src_stride, 36) << describe(plan);
+  EXPECT_EQ(plan.plane.extent, 1) << describe(plan);
+  EXPECT_EQ(plan_permute(depth_to_space(99, 3), 4).col.extent, 99);    // 1 MiB
+  EXPECT_EQ(plan_permute(depth_to_space(591, 2), 4).col.extent, 591);  // two output rows
+  std::mt19937_64 rng(37);
+  expect_matches_naive_on_one_and_two_threads(large, plan, 4, rng);
   set_max_isa(isa::avx512vbmi);
 }
 
