@@ -217,7 +217,10 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // (vpshufb), so AVX-512 takes AVX2's.
               if (wide) {  // block transposes instead of a network that spills
                 EXPECT_NE(kernel_name(plan).find("_transposing_avx512"), std::string::npos) << describe(plan);
-              } else if (width == 1 && cap == isa::avx512vbmi && !(interleave && power_of_two && !wide)) {
+              } else if (width == 1 && cap == isa::avx512vbmi &&
+                         (!(interleave && power_of_two && !wide) || plan.shuffle->repeat.assembled)) {
+                // The assembling 4-way interleaves (AssembledInterleavesMatchOnEveryIsa) permute
+                // bytes with VBMI too.
                 EXPECT_NE(kernel_name(plan).find("_avx512vbmi"), std::string::npos) << describe(plan);
               } else if (width == 1 && !power_of_two) {
                 EXPECT_NE(kernel_name(plan).find("_avx2"), std::string::npos) << describe(plan);
@@ -423,7 +426,8 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
     if (plan.gather) {
       EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);  // gathers need VBMI
-    } else if (staged_from && cap >= *staged_from) {
+    } else if (staged_from && cap >= *staged_from && !(plan.shuffle && plan.shuffle->repeat.assembled)) {
+      // The assembling interleaves replace staging where their ISA is there.
       ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
     }
     for (int threads : {1, 2}) {
@@ -810,6 +814,75 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                         " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
                     staging_cap(b, width, run_bytes, interleave)));
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// 4-way interleaves of 1- and 2-byte elements in runs of 32-127 bytes assemble each output
+// vector from one 16-byte piece per row where the ISA has the permute (VBMI for bytes, AVX-512
+// for 2-byte elements) and the plan would otherwise stage, and no other interleave does: runs with and without a tail
+// piece, with several vectors, repeat axes whose source step is shorter or longer than a line (the kernel's tiles),
+// continuing and padded rows, misaligned buffers, every ISA, one and two threads.
+TEST(PermuteRun, AssembledInterleavesMatchOnEveryIsa) {
+  std::mt19937_64 rng(23);
+  for (std::int64_t b : {2, 4, 8}) {
+    for (std::int64_t width : {1, 2, 4}) {
+      for (std::int64_t run_bytes : {16, 32, 36, 48, 64, 80, 100, 124, 128}) {
+        if (run_bytes % width != 0) continue;
+        const std::int64_t length = run_bytes / width;
+        for (std::int64_t inner : {1, 3, 40}) {
+          for (std::int64_t outer : {1, 5}) {
+            for (bool continuing : {true, false}) {
+              const std::int64_t far_outer = continuing ? inner * run_bytes : inner * run_bytes + 3 * width;
+              const std::int64_t far_row = outer * far_outer + width;
+              const std::int64_t near_inner = b * run_bytes + 2 * width;
+              const std::int64_t near_outer = inner * near_inner + width;
+              const auto axes = shuffle_axes(true, {outer, far_outer, near_outer}, {inner, run_bytes, near_inner},
+                                             length, b, far_row, width);
+              // Only in place of staging: the source rows continue along a repeat axis.
+              const bool rows_continue = inner > 1 || (outer > 1 && continuing);
+              const bool expected = b == 4 && width <= 2 && run_bytes >= 32 && run_bytes < 128 && rows_continue;
+              const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
+              if (needed <= detected_isa()) {
+                set_max_isa(needed);
+                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                if (expected) {
+                  ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.assembled) << describe(plan);
+                  EXPECT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan);
+                  EXPECT_NE(describe(plan).find(" assembled"), std::string::npos) << describe(plan);
+                } else if (plan.shuffle) {
+                  EXPECT_FALSE(plan.shuffle->repeat.assembled) << describe(plan);
+                }
+                if (width == 1 && needed > isa::avx512) {
+                  set_max_isa(isa::avx512);  // bytes without VBMI stage as before
+                  const permute_plan capped = plan_permute(axes, static_cast<std::size_t>(width));
+                  EXPECT_FALSE(capped.shuffle && capped.shuffle->repeat.assembled) << describe(capped);
+                }
+                set_max_isa(isa::avx512vbmi);
+              }
+              // Misaligned: both buffers start 1 byte past a vector (std::vector's alignment).
+              const std::int64_t src_span = b * far_row + 1;
+              const std::int64_t dst_span = outer * near_outer + 1;
+              std::vector<std::byte> src(static_cast<std::size_t>(src_span));
+              for (auto& v : src) v = static_cast<std::byte>(rng());
+              std::vector<std::byte> want(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+              permute_naive(axes, src.data() + 1, want.data() + 1, width);
+              for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+                if (cap > detected_isa()) continue;
+                set_max_isa(cap);
+                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                for (int threads : {1, 2}) {
+                  std::vector<std::byte> actual(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+                  run_permute(plan, src.data() + 1, actual.data() + 1, threads);
+                  ASSERT_EQ(actual, want) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
+                                          << " inner=" << inner << " outer=" << outer << " threads=" << threads;
+                }
+              }
+              set_max_isa(isa::avx512vbmi);
             }
           }
         }

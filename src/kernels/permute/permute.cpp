@@ -81,7 +81,24 @@ struct shuffle_choice {
   bool transposes = false;
 };
 
-shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false) {
+// Interleaves the assembling kernel serves (shuffle_repeat::assembled) in place of staging: 4
+// ways of 1- or 2-byte elements, runs of 32-127 bytes. The 36 grid cells this moves (32
+// assembled; 4 of 32-byte runs become gathers, gather_beats now judging an unstaged plan), each
+// alone, old and new alternating, four times: 1.19x at 64 KiB (median 0.40 -> 0.49 of memcpy),
+// 1.24x at 1 MiB (0.46 -> 0.60), 1.20x at 16 MiB (0.59 -> 0.72); one cell under 0.9x (0.88x,
+// one of the gathers). Measured first over all 112 four-way cells of 32-127 byte runs: 4- and
+// 8-byte elements lost at 64 KiB (0.95x, 0.94x; 8 of 22 cells under 0.9x) and gained little
+// above; runs under 32 bytes, where every vector carries a tail piece, lost (0.26-0.76x for
+// 4-12 bytes); 2 ways were mixed (0.53-1.23x over 14 cells).
+constexpr std::int64_t min_assembled_run_bytes = 32;
+bool assembles_interleave(std::size_t width, std::int64_t ways, bool interleave, std::int64_t run_bytes) {
+  const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
+  return interleave && ways == 4 && width <= 2 && run_bytes >= min_assembled_run_bytes &&
+         run_bytes < staged_interleave_run_bytes && active_isa() >= needed;
+}
+
+shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false,
+                              bool assembled = false) {
   const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
   // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
   // only, as block transposes in registers (transposing_shuffle_kernel_avx512). The shuffle
@@ -95,7 +112,9 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
     if (active_isa() < isa::avx512 || (width == 8 && !wide_eight_byte)) return {};
     return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
   }
-  if (width == 1 && active_isa() >= isa::avx512vbmi && !(interleave && power_of_two)) {
+  // Byte interleaves of powers of two take the AVX-512 networks, except the assembling kernel's,
+  // whose one-source byte permute needs VBMI.
+  if (width == 1 && active_isa() >= isa::avx512vbmi && (!(interleave && power_of_two) || assembled)) {
     return {shuffle_kernel_avx512vbmi(width, ways, interleave), isa::avx512vbmi};
   }
   isa level = std::min(active_isa(), isa::avx512);
@@ -202,7 +221,17 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   if (!best) return false;
   auto far = [&](const permute_axis& a) { return best->interleave ? a.src_stride : a.dst_stride; };
   shuffle_tile tile;
-  const shuffle_choice kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte);
+  axis_list rest;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
+  }
+  // The assembling kernel replaces staging only: where the rows do not continue (a direct plan)
+  // or a gather won, it lost or tied (0.79-1.08x over the 10 such grid cells).
+  const std::int64_t best_run_bytes = axes[best->run].extent * static_cast<std::int64_t>(plan.width);
+  const bool assembled =
+      assembles_interleave(plan.width, best->ways, best->interleave, best_run_bytes) &&
+      find_continuing(rest, best->interleave, best_run_bytes, [](std::size_t) { return false; }) != rest.size();
+  const shuffle_choice kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte, assembled);
   tile.fn = kernel.fn;
   tile.run = axes[best->run];
   // Offsets in near-side order: the first way axis is the fastest digit.
@@ -213,10 +242,6 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
       for (std::int64_t base : tile.offsets) grown.push_back(base + i * far(axes[a]));
     }
     tile.offsets = std::move(grown);
-  }
-  axis_list rest;
-  for (std::size_t i = 0; i < axes.size(); ++i) {
-    if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
   }
   // Short runs: repeat axes along which the far-side rows continue, the first right after a run,
   // the second right after all of the first, found in any order (the other axes stay outer as
@@ -270,10 +295,13 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                      (lines_line_up || ((long_output_runs || rows_continue) && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
-  const bool staged = best->interleave ? run_bytes < staged_interleave_run_bytes
-                                       : run_bytes < staged_deinterleave_run_bytes ||
-                                             (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
-                                              run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  direct.assembled = assembled;
+  if (assembled) direct.streaming = false;  // the assembling kernel stores whole vectors in place
+  const bool staged = assembled          ? false
+                      : best->interleave ? run_bytes < staged_interleave_run_bytes
+                                         : run_bytes < staged_deinterleave_run_bytes ||
+                                               (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
+                                                run_bytes < staged_unstreamed_deinterleave_run_bytes);
   if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
     tile.repeat.inner = *inner;
     if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes))
@@ -1054,7 +1082,7 @@ std::string describe(const permute_plan& plan) {
             " run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size()) +
             (plan.shuffle->segment_copy.copy != nullptr ? std::string(" staged by ") + plan.shuffle->segment_copy.name
                                                         : std::string()) +
-            (plan.shuffle->repeat.streaming ? " streaming" : "");
+            (plan.shuffle->repeat.streaming ? " streaming" : "") + (plan.shuffle->repeat.assembled ? " assembled" : "");
   } else {
     text += "] ";
     if (plan.plane.extent > 1) text += "plane " + axis_text(plan.plane) + " ";

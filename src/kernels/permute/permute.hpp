@@ -83,6 +83,10 @@ struct shuffle_repeat {
   /// The output is larger than the cache: the avx512 kernels write whole output vectors of runs
   /// whose destination rows start on cache lines with non-temporal stores.
   bool streaming = false;
+  /// 4-way interleaves of 1- or 2-byte elements in runs of 32-127 bytes (avx512 kernels): each
+  /// output vector is assembled from one 16-byte piece per row and put in order by one permute,
+  /// instead of staging the runs through a buffer.
+  bool assembled = false;
 };
 
 /// Interleaves whose output rows do not all start on cache lines stream from each row's first
