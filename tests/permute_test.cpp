@@ -822,71 +822,137 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   }
 }
 
-// 4-way interleaves of 1- and 2-byte elements in runs of 32-127 bytes assemble each output
-// vector from one 16-byte piece per row where the ISA has the permute (VBMI for bytes, AVX-512
-// for 2-byte elements) and the plan would otherwise stage, and no other interleave does: runs with and without a tail
-// piece, with several vectors, repeat axes whose source step is shorter or longer than a line (the kernel's tiles),
-// continuing and padded rows, misaligned buffers, every ISA, one and two threads.
-TEST(PermuteRun, AssembledInterleavesMatchOnEveryIsa) {
+// The assembling kernels (shuffle_repeat::assembled) in both directions, 2, 4 and 8 ways, every
+// element width, with forcing (force_assembled_for_testing) so that every shuffle that would stage
+// takes them: runs with and without a tail, with several vectors, repeat axes whose far-side step
+// is shorter or longer than a line (the interleave's tiles), continuing and padded rows, misaligned
+// buffers, every ISA, one and two threads. Without forcing, in cache, only the interleave rule
+// applies: 4 ways of 1-byte elements in runs of 32-127 bytes (VBMI), of 2-byte ones in runs of
+// 16-127 (AVX-512), where the plan would otherwise stage.
+TEST(PermuteRun, AssembledShufflesMatchOnEveryIsa) {
   std::mt19937_64 rng(23);
-  for (std::int64_t b : {2, 4, 8}) {
-    for (std::int64_t width : {1, 2, 4}) {
-      for (std::int64_t run_bytes : {16, 32, 36, 48, 64, 80, 100, 124, 128}) {
-        if (run_bytes % width != 0) continue;
-        const std::int64_t length = run_bytes / width;
-        for (std::int64_t inner : {1, 3, 40}) {
-          for (std::int64_t outer : {1, 5}) {
-            for (bool continuing : {true, false}) {
-              const std::int64_t far_outer = continuing ? inner * run_bytes : inner * run_bytes + 3 * width;
-              const std::int64_t far_row = outer * far_outer + width;
-              const std::int64_t near_inner = b * run_bytes + 2 * width;
-              const std::int64_t near_outer = inner * near_inner + width;
-              const auto axes = shuffle_axes(true, {outer, far_outer, near_outer}, {inner, run_bytes, near_inner},
-                                             length, b, far_row, width);
-              // Only in place of staging: the source rows continue along a repeat axis.
-              const bool rows_continue = inner > 1 || (outer > 1 && continuing);
-              const bool expected = b == 4 && width <= 2 && run_bytes >= 32 && run_bytes < 128 && rows_continue;
-              const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
-              if (needed <= detected_isa()) {
-                set_max_isa(needed);
-                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-                if (expected) {
-                  ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.assembled) << describe(plan);
-                  EXPECT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan);
-                  EXPECT_NE(describe(plan).find(" assembled"), std::string::npos) << describe(plan);
-                } else if (plan.shuffle) {
-                  EXPECT_FALSE(plan.shuffle->repeat.assembled) << describe(plan);
+  for (bool interleave : {true, false}) {
+    for (std::int64_t b : {2, 4, 8}) {
+      for (std::int64_t width : {1, 2, 4, 8}) {
+        for (std::int64_t run_bytes : {8, 16, 24, 32, 36, 48, 64, 80, 100, 124, 128}) {
+          if (run_bytes % width != 0) continue;
+          const std::int64_t length = run_bytes / width;
+          for (std::int64_t inner : {1, 3, 40}) {
+            for (std::int64_t outer : {1, 5}) {
+              for (bool continuing : {true, false}) {
+                const std::int64_t far_outer = continuing ? inner * run_bytes : inner * run_bytes + 3 * width;
+                const std::int64_t far_row = outer * far_outer + width;
+                const std::int64_t near_inner = b * run_bytes + 2 * width;
+                const std::int64_t near_outer = inner * near_inner + width;
+                const auto axes = shuffle_axes(interleave, {outer, far_outer, near_outer},
+                                               {inner, run_bytes, near_inner}, length, b, far_row, width);
+                // Only in place of staging: the far-side rows continue along a repeat axis.
+                const bool rows_continue = inner > 1 || (outer > 1 && continuing);
+                const std::int64_t min_run = width == 2 ? 16 : 32;
+                const bool expected =
+                    interleave && b == 4 && width <= 2 && run_bytes >= min_run && run_bytes < 128 && rows_continue;
+                const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
+                const std::string context = std::string(interleave ? "interleave" : "de-interleave") +
+                                            " b=" + std::to_string(b) + " w=" + std::to_string(width) +
+                                            " n=" + std::to_string(length) + " inner=" + std::to_string(inner) +
+                                            " outer=" + std::to_string(outer);
+                if (needed <= detected_isa()) {
+                  set_max_isa(needed);
+                  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                  if (expected) {
+                    ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.assembled) << describe(plan) << context;
+                    EXPECT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan);
+                    EXPECT_NE(describe(plan).find(" assembled"), std::string::npos) << describe(plan);
+                  } else if (plan.shuffle) {
+                    EXPECT_FALSE(plan.shuffle->repeat.assembled) << describe(plan) << context;
+                  }
+                  if (width == 1 && needed > isa::avx512) {
+                    set_max_isa(isa::avx512);  // bytes without VBMI stage as before
+                    const permute_plan capped = plan_permute(axes, static_cast<std::size_t>(width));
+                    EXPECT_FALSE(capped.shuffle && capped.shuffle->repeat.assembled) << describe(capped);
+                  }
+                  set_max_isa(isa::avx512vbmi);
                 }
-                if (width == 1 && needed > isa::avx512) {
-                  set_max_isa(isa::avx512);  // bytes without VBMI stage as before
-                  const permute_plan capped = plan_permute(axes, static_cast<std::size_t>(width));
-                  EXPECT_FALSE(capped.shuffle && capped.shuffle->repeat.assembled) << describe(capped);
+                // Misaligned: both buffers start 1 byte past a vector (std::vector's alignment).
+                const std::int64_t far_span = b * far_row + 1;
+                const std::int64_t near_span = outer * near_outer + 1;
+                const std::int64_t src_span = interleave ? far_span : near_span;
+                const std::int64_t dst_span = interleave ? near_span : far_span;
+                std::vector<std::byte> src(static_cast<std::size_t>(src_span));
+                for (auto& v : src) v = static_cast<std::byte>(rng());
+                std::vector<std::byte> want(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+                permute_naive(axes, src.data() + 1, want.data() + 1, width);
+                bool assembled_somewhere = false;
+                for (bool forced : {false, true}) {
+                  force_assembled_for_testing(forced);
+                  for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+                    if (cap > detected_isa()) continue;
+                    set_max_isa(cap);
+                    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                    assembled_somewhere = assembled_somewhere || (plan.shuffle && plan.shuffle->repeat.assembled);
+                    for (int threads : {1, 2}) {
+                      std::vector<std::byte> actual(static_cast<std::size_t>(dst_span), std::byte{0x5A});
+                      run_permute(plan, src.data() + 1, actual.data() + 1, threads);
+                      ASSERT_EQ(actual, want) << describe(plan) << " " << context << " threads=" << threads;
+                    }
+                  }
+                  set_max_isa(isa::avx512vbmi);
                 }
-                set_max_isa(isa::avx512vbmi);
+                force_assembled_for_testing(false);
+                // Forcing reaches the kernels wherever the plan would stage (a run of 2 or more
+                // elements under 128 bytes whose rows continue; de-interleaves of 64 bytes and more
+                // keep their direct plans).
+                if (needed <= detected_isa() && rows_continue && run_bytes < 64 && length >= 2) {
+                  EXPECT_TRUE(assembled_somewhere) << context;
+                }
               }
-              // Misaligned: both buffers start 1 byte past a vector (std::vector's alignment).
-              const std::int64_t src_span = b * far_row + 1;
-              const std::int64_t dst_span = outer * near_outer + 1;
-              std::vector<std::byte> src(static_cast<std::size_t>(src_span));
-              for (auto& v : src) v = static_cast<std::byte>(rng());
-              std::vector<std::byte> want(static_cast<std::size_t>(dst_span), std::byte{0x5A});
-              permute_naive(axes, src.data() + 1, want.data() + 1, width);
-              for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
-                if (cap > detected_isa()) continue;
-                set_max_isa(cap);
-                const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-                for (int threads : {1, 2}) {
-                  std::vector<std::byte> actual(static_cast<std::size_t>(dst_span), std::byte{0x5A});
-                  run_permute(plan, src.data() + 1, actual.data() + 1, threads);
-                  ASSERT_EQ(actual, want) << describe(plan) << " b=" << b << " w=" << width << " n=" << length
-                                          << " inner=" << inner << " outer=" << outer << " threads=" << threads;
-                }
-              }
-              set_max_isa(isa::avx512vbmi);
             }
           }
         }
       }
+    }
+  }
+}
+
+// De-interleaves of 8 ways assemble where the output streams (12 MiB or more) and each way's output
+// row continues for under 1 KiB: s2d channels-first K = 3, b = 8, C = 3, of 1-, 2-, 4- and 8-byte
+// elements, 15-17 MB each, with odd runs (a tail per run). With 1 KiB rows (C = 1, 32^3 cells per
+// channel, bytes) they stage. Whole tensors against the reference, under the detected ISA.
+TEST(PermuteRun, StreamedEightWayDeinterleavesAssemble) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(8);
+  struct shape {
+    std::int64_t width, channels, cells;  // cells: output side d (input side 8d)
+    bool assembles;
+  };
+  for (const shape& t : {shape{1, 3, 22, true}, shape{2, 3, 17, true}, shape{4, 3, 13, true}, shape{8, 3, 11, true},
+                         shape{1, 1, 32, false}}) {
+    const std::int64_t w = t.width;
+    const std::int64_t d = t.cells;
+    const std::int64_t side = 8 * d;
+    const std::int64_t plane = side * side;
+    const std::int64_t volume = d * d * d;
+    // s2d DCR as a permute: output [bd, bh, bw, c, od, oh, ow] from input [c, od, bd, oh, bh, ow, bw].
+    const std::vector<permute_axis> axes{{8, plane * w, 64 * t.channels * volume * w},
+                                         {8, side * w, 8 * t.channels * volume * w},
+                                         {8, w, t.channels * volume * w},
+                                         {t.channels, side * plane * w, volume * w},
+                                         {d, 8 * plane * w, d * d * w},
+                                         {d, 8 * side * w, d * w},
+                                         {d, 8 * w, w}};
+    std::vector<std::byte> src(static_cast<std::size_t>(t.channels * side * plane * w));
+    for (auto& v : src) v = static_cast<std::byte>(rng());
+    std::vector<std::byte> want(src.size(), std::byte{0x5A});
+    permute_naive(axes, src.data(), want.data(), w);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(w));
+    if ((w == 1 ? isa::avx512vbmi : isa::avx512) <= detected_isa()) {
+      ASSERT_TRUE(plan.shuffle) << describe(plan);
+      EXPECT_EQ(plan.shuffle->repeat.assembled, t.assembles) << describe(plan);
+    }
+    for (int threads : {1, 2}) {
+      std::vector<std::byte> actual(src.size(), std::byte{0x5A});
+      run_permute(plan, src.data(), actual.data(), threads);
+      ASSERT_EQ(actual, want) << describe(plan) << " threads=" << threads;
     }
   }
 }

@@ -81,20 +81,46 @@ struct shuffle_choice {
   bool transposes = false;
 };
 
-// Interleaves the assembling kernel serves (shuffle_repeat::assembled) in place of staging: 4
-// ways of 1- or 2-byte elements, runs of 32-127 bytes. The 36 grid cells this moves (32
-// assembled; 4 of 32-byte runs become gathers, gather_beats now judging an unstaged plan), each
-// alone, old and new alternating, four times: 1.19x at 64 KiB (median 0.40 -> 0.49 of memcpy),
-// 1.24x at 1 MiB (0.46 -> 0.60), 1.20x at 16 MiB (0.59 -> 0.72); one cell under 0.9x (0.88x,
-// one of the gathers). Measured first over all 112 four-way cells of 32-127 byte runs: 4- and
-// 8-byte elements lost at 64 KiB (0.95x, 0.94x; 8 of 22 cells under 0.9x) and gained little
-// above; runs under 32 bytes, where every vector carries a tail piece, lost (0.26-0.76x for
-// 4-12 bytes); 2 ways were mixed (0.53-1.23x over 14 cells).
+// Where the assembling kernel (shuffle_repeat::assembled) replaces staging. Each rule measured on
+// the grid cells it moves, each alone, old and new alternating (the changed plans' ratios to
+// memcpy in parentheses):
+// - Interleaves of 4 ways, 1- or 2-byte elements, runs of 32-127 bytes: 36 cells (32 assembled;
+//   4 of 32-byte runs become gathers, gather_beats judging an unstaged plan), four times: 1.19x at
+//   64 KiB (median 0.40 -> 0.49), 1.24x at 1 MiB (0.46 -> 0.60), 1.20x at 16 MiB (0.59 -> 0.72);
+//   one cell under 0.9x (0.88x, one of the gathers). 4- and 8-byte elements lost at 64 KiB (0.95x,
+//   0.94x) and gained little above; 2 ways were mixed (0.53-1.23x over 14 cells).
+// - ... and runs of 16-31 bytes of 2-byte elements (one whole piece per row, and a tail): 1.07x at
+//   64 KiB (6 cells, median 0.24 -> 0.26), 1.25x at 1 MiB (8, 0.36 -> 0.46), 1.21x at 16 MiB (4;
+//   one, a gather before, 0.82x), four times. Bytes lost there (0.90-0.96x), and runs under 16
+//   bytes, where every vector is a tail, lost 0.26-0.76x.
+// - De-interleaves of 8 ways whose output streams (too large for the cache), where each way's
+//   output row continues for under 1 KiB and one call moves more than 512 bytes of it: the s2d
+//   channels-first K = 3 b = 8 tensors of C = 3 to 64, whose staged plans read 0.12-0.5 of memcpy
+//   at 16 MiB. Over all 40 such cells, twice: 1.37x (median 0.38 -> 0.46), 0.58-0.65x for C = 1
+//   (1-1.6 KiB rows, 0.62-0.78 staged), hence the first limit. Without them, four times: calls of
+//   648 bytes and more 1.12-4.15x (28 cells), of 432-512 bytes 0.67-1.06x (6 cells, CRD C = 4 and
+//   64, where staging joins several calls' rows), hence the second. 2- and 4-way de-interleaves
+//   and all those in cache lost or tied (0.76-1.14x at 16 MiB, 0.78-1.0x at 64 KiB and 1 MiB):
+//   each input vector becomes B narrow stores, where staging stores whole vectors twice.
 constexpr std::int64_t min_assembled_run_bytes = 32;
-bool assembles_interleave(std::size_t width, std::int64_t ways, bool interleave, std::int64_t run_bytes) {
+constexpr std::int64_t min_assembled_word_run_bytes = 16;
+constexpr std::int64_t max_assembled_deinterleave_row_bytes = 1024;
+constexpr std::int64_t min_assembled_deinterleave_call_bytes = 512;
+std::atomic<bool> assembled_forced{false};
+
+// `continued_bytes`: how far each far-side row continues over the repeat axis that continues it;
+// `call_bytes`: how much of each far-side row one kernel call moves.
+bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, std::int64_t run_bytes,
+                       std::int64_t continued_bytes, std::int64_t call_bytes, bool output_streams) {
   const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
-  return interleave && ways == 4 && width <= 2 && run_bytes >= min_assembled_run_bytes &&
-         run_bytes < staged_interleave_run_bytes && active_isa() >= needed;
+  if (active_isa() < needed || (ways != 2 && ways != 4 && ways != 8)) return false;
+  if (assembled_forced.load(std::memory_order_relaxed)) return true;
+  if (!interleave) {
+    return ways == 8 && output_streams && continued_bytes < max_assembled_deinterleave_row_bytes &&
+           call_bytes > min_assembled_deinterleave_call_bytes;
+  }
+  const std::int64_t min_run = width == 2 ? min_assembled_word_run_bytes : min_assembled_run_bytes;
+  return ways == 4 && width <= 2 && run_bytes >= min_run;
 }
 
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false,
@@ -225,13 +251,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
   }
-  // The assembling kernel replaces staging only: where the rows do not continue (a direct plan)
-  // or a gather won, it lost or tied (0.79-1.08x over the 10 such grid cells).
   const std::int64_t best_run_bytes = axes[best->run].extent * static_cast<std::int64_t>(plan.width);
-  const bool assembled =
-      assembles_interleave(plan.width, best->ways, best->interleave, best_run_bytes) &&
-      find_continuing(rest, best->interleave, best_run_bytes, [](std::size_t) { return false; }) != rest.size();
-  const shuffle_choice kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte, assembled);
+  shuffle_choice kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte);
   tile.fn = kernel.fn;
   tile.run = axes[best->run];
   // Offsets in near-side order: the first way axis is the fastest digit.
@@ -295,13 +316,25 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                      (lines_line_up || ((long_output_runs || rows_continue) && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
-  direct.assembled = assembled;
-  if (assembled) direct.streaming = false;  // the assembling kernel stores whole vectors in place
-  const bool staged = assembled          ? false
-                      : best->interleave ? run_bytes < staged_interleave_run_bytes
-                                         : run_bytes < staged_deinterleave_run_bytes ||
-                                               (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
-                                                run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  const bool would_stage = best->interleave ? run_bytes < staged_interleave_run_bytes
+                                            : run_bytes < staged_deinterleave_run_bytes ||
+                                                  (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
+                                                   run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  // The assembling kernel replaces staging only: where the rows do not continue (a direct plan)
+  // or a gather won, it lost or tied (0.79-1.08x over the 10 such grid cells of 4-way interleaves).
+  const std::size_t continuing =
+      find_continuing(rest, best->interleave, best_run_bytes, [](std::size_t) { return false; });
+  const bool assembled = would_stage && continuing != rest.size() &&
+                         assembles_shuffle(plan.width, best->ways, best->interleave, best_run_bytes,
+                                           best_run_bytes * rest[continuing].extent,
+                                           run_bytes * direct.inner.extent * direct.outer.extent, output_streams(plan));
+  if (assembled) {
+    kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte, true);
+    tile.fn = kernel.fn;
+    direct.assembled = true;
+    direct.streaming = false;  // the assembling kernel stores whole vectors in place
+  }
+  const bool staged = would_stage && !assembled;
   if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
     tile.repeat.inner = *inner;
     if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes))
@@ -465,6 +498,9 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     const auto ways = static_cast<std::int64_t>(tile.offsets.size());
     const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
+    // The assembled plans of the later rules were measured against what they replace, with no gather in
+    // their place.
+    if (tile.repeat.assembled && (!tile.interleave || run_bytes < min_assembled_run_bytes)) return false;
     if (tile.segment_copy.copy == nullptr) {
       if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
       return steps <= 2 && run_bytes < 64;
@@ -559,6 +595,8 @@ std::int64_t concurrent_streams(const permute_axis& inner, std::int64_t width) {
 }
 
 }  // namespace
+
+void force_assembled_for_testing(bool forced) noexcept { assembled_forced.store(forced, std::memory_order_relaxed); }
 
 void force_gather_for_testing(gather_forcing forcing) noexcept {
   gather_forced.store(forcing, std::memory_order_relaxed);
@@ -682,6 +720,7 @@ struct cached_plan {
   std::size_t element_bytes = 0;
   isa level = isa::scalar;
   gather_forcing gather_forced = gather_forcing::off;
+  bool assembled_forced = false;
   std::shared_ptr<const permute_plan> plan;  ///< null: an empty slot
 };
 
@@ -696,9 +735,11 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   thread_local std::size_t next_slot = 0;
   const isa level = active_isa();
   const gather_forcing forced = gather_forced.load(std::memory_order_relaxed);
+  const bool assembling = assembled_forced.load(std::memory_order_relaxed);
   if (axes.size() > max_permute_axes) return std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
+        entry.assembled_forced == assembling &&
         std::equal(entry.axes.begin(), entry.axes.end(), axes.begin(), axes.end())) {
       return entry.plan;
     }
@@ -710,6 +751,7 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   slot.element_bytes = element_bytes;
   slot.level = level;
   slot.gather_forced = forced;
+  slot.assembled_forced = assembling;
   slot.plan = plan;
   return plan;
 }

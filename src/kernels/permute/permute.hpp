@@ -83,9 +83,12 @@ struct shuffle_repeat {
   /// The output is larger than the cache: the avx512 kernels write whole output vectors of runs
   /// whose destination rows start on cache lines with non-temporal stores.
   bool streaming = false;
-  /// 4-way interleaves of 1- or 2-byte elements in runs of 32-127 bytes (avx512 kernels): each
-  /// output vector is assembled from one 16-byte piece per row and put in order by one permute,
-  /// instead of staging the runs through a buffer.
+  /// Short runs moved in one pass instead of staging them through a buffer (avx512 kernels; where,
+  /// see permute.cpp). With P = 64 / B bytes per piece:
+  ///   interleave:    for each 64-byte output vector k: piece j = row j's bytes [k*P, k*P + P);
+  ///                  vector = permute(concat(pieces)), stored whole
+  ///   de-interleave: vector = permute(input bytes [64k, 64k + 64)); piece j stored to row j
+  /// with masked accesses for the run's last partial vector.
   bool assembled = false;
 };
 
@@ -195,6 +198,9 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
 /// single_block: only single-block ones (gather_block_program_for), even where a periodic one exists.
 enum class gather_forcing : std::uint8_t { off, any, single_block };
 void force_gather_for_testing(gather_forcing forcing) noexcept;
+/// Tests: let every 2-, 4- and 8-way shuffle that would stage, and whose ISA has the permute,
+/// take the assembling kernel (shuffle_repeat::assembled).
+void force_assembled_for_testing(bool forced) noexcept;
 
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
