@@ -983,6 +983,49 @@ class guarded_source {
   std::byte* data_ = nullptr;
 };
 
+// s2d NCHW DCR outputs larger than the cache: de-interleaves of up to 4 ways, and streamed ones of 8
+// ways with runs under 1 KiB, read the source once, in order (the repeat walks the block row i
+// inside the output row h'); the others, and in-cache outputs, keep the destination's order.
+TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
+  std::mt19937_64 rng(17);
+  struct shape {
+    std::int64_t block, width, channels, cells;  // cells: output height and width
+    bool source_order;
+  };
+  for (const shape& t :
+       {shape{2, 1, 3, 1032, true}, shape{3, 2, 1, 840, true}, shape{4, 4, 4, 230, true}, shape{8, 1, 16, 128, true},
+        shape{8, 8, 1, 160, false}, shape{8, 2, 2, 230, false}, shape{2, 4, 3, 32, false}}) {
+    const std::int64_t b = t.block;
+    const std::int64_t w = t.width;
+    const std::int64_t d = t.cells;
+    const std::int64_t side = b * d;
+    // Output [i, j, c, h', w'] from input [c, h', i, w', j].
+    const std::vector<permute_axis> axes{{b, side * w, b * t.channels * d * d * w},
+                                         {b, w, t.channels * d * d * w},
+                                         {t.channels, side * side * w, d * d * w},
+                                         {d, b * side * w, d * w},
+                                         {d, b * w, w}};
+    // The source ends at an inaccessible page, so that reading past it faults.
+    const guarded_source guarded(static_cast<std::size_t>(t.channels * side * side * w), rng);
+    const std::vector<std::byte> src(guarded.data(), guarded.data() + t.channels * side * side * w);
+    std::vector<std::byte> want(src.size(), std::byte{0x5A});
+    permute_naive(axes, src.data(), want.data(), w);
+    const std::string context = " b=" + std::to_string(b) + " w=" + std::to_string(w) +
+                                " C=" + std::to_string(t.channels) + " d=" + std::to_string(d);
+    if (detected_isa() >= isa::avx512) {
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(w));
+      ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan) << context;
+      ASSERT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan) << context;
+      // Source order: the call's inner repeat is i (source stride one input row).
+      EXPECT_EQ(plan.shuffle->repeat.inner.src_stride == side * w, t.source_order) << describe(plan) << context;
+    }
+    expect_every_isa_matches(axes, w, src, want, context);
+    std::vector<std::byte> actual(want.size(), std::byte{0x5A});
+    run_permute(plan_permute(axes, static_cast<std::size_t>(w)), guarded.data(), actual.data(), 2);
+    ASSERT_EQ(actual, want) << context << " (guarded source)";
+  }
+}
+
 // The gather tests run under the avx512vbmi cap on hosts that have it. The cap and the forcing
 // switch are process-wide, so TearDown restores both even when an assertion ends a test early.
 class PermuteGather : public testing::Test {

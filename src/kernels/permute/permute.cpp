@@ -189,6 +189,60 @@ std::size_t find_continuing(const axis_list& axes, bool interleave, std::int64_t
   return axes.size();
 }
 
+// Whether the runs of a repeat keep the destination's cache-line alignment from one to the next.
+bool lines_line_up(const shuffle_repeat& repeat, std::int64_t run_bytes, std::int64_t ways) {
+  const bool on_lines = repeat.inner.dst_stride % 64 == 0 && repeat.outer.dst_stride % 64 == 0;
+  return on_lines && (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+}
+
+// A de-interleave's direct plan walks its repeat axes in the destination's order: for s2d NCHW it
+// reads source rows h*b + i for one i at a time, passing over the source b times with gaps of
+// (b - 1) rows. Outside the cache that costs. Walking the axes in the source's order instead (one
+// pass, writing b x b output rows at once), first A/B over the 485 grid cells whose plan changed
+// (ratios to memcpy, two alternations): at 16 MiB 1.06-1.48x for B <= 4, 1.14-1.28x for streamed
+// runs of 8 ways under 1 KiB; B = 8 unstreamed lost (0.35-0.74x, 64 rows written at once) and
+// streamed runs of 1 KiB or more tied (0.89-1.05x); in cache (64 KiB, 1 MiB) it tied or lost
+// (geo mean 0.96-1.0). The rule below, the 181 16 MiB cells it changes, three alternations:
+// 1.25x on one thread (median 0.71 -> 0.89 of memcpy, cells under 0.75: 115 -> 11), 1.22x on two
+// (0.71 -> 0.88, 115 -> 22).
+constexpr std::int64_t max_source_order_ways = 4;
+constexpr std::int64_t max_streamed_source_order_ways = 8;
+constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
+
+// Whether a de-interleave walks its axes in the source's order (see source_order_repeat) rather
+// than in the direct plan's `direct` repeat with the `outside` axes around it. Only where the
+// direct plan passes over the source more than once: an axis outside its calls is nearer in the
+// source than the call's own repeat. Where the call's repeat already covers its source span
+// (s2d NHWC CRD, its outer repeat contiguous in the source), the source order broke up the
+// destination's rows instead: 0.64-0.77x.
+bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_bytes, const shuffle_repeat& direct,
+                        const axis_list& outside, bool output_streams) {
+  if (interleave || !output_streams || direct.inner.extent <= 1) return false;
+  const bool passes_again = std::ranges::any_of(
+      outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
+  if (!passes_again) return false;
+  return direct.streaming ? ways <= max_streamed_source_order_ways && run_bytes < max_streamed_source_order_run_bytes
+                          : ways <= max_source_order_ways;
+}
+
+// The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
+// the ways) walked in the source's order: the nearest-strided two inside the call, as the direct
+// plan takes the destination's two, and the others outside it, ordered too.
+shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
+                                   bool long_output_runs) {
+  std::stable_sort(rest.begin(), rest.end(),
+                   [](const permute_axis& a, const permute_axis& b) { return a.src_stride > b.src_stride; });
+  shuffle_repeat repeat;
+  repeat.inner = rest.back();
+  rest.pop_back();
+  if (!rest.empty() && ways * run_bytes * repeat.inner.extent < short_call_bytes) {
+    repeat.outer = rest.back();
+    rest.pop_back();
+  }
+  repeat.streaming = !transposes && (lines_line_up(repeat, run_bytes, ways) || long_output_runs);
+  return repeat;
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -299,12 +353,10 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // 0.9x for 0.5-2 KiB ones). De-interleaves stream runs of 2 KiB or more whose rows are off lines
   // too, joining each row's consecutive vectors into whole lines: 1.36x over those 65 cells (median
   // 0.77 -> 1.15); shorter runs lost (0.50x for 64-byte runs, 0.76x for 512, 1.00x for 1 KiB).
-  const bool on_lines = direct.inner.dst_stride % 64 == 0 && direct.outer.dst_stride % 64 == 0;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   // The block-transposing de-interleaves do not stream: their far-side rows are written 256
   // bytes at a time (a piece of each of 64 rows), and streaming those read 0.76-1.2x of ordinary
   // stores over the 6 such 16 MiB cells; their interleaves stream whole 16 KiB pieces.
-  const bool lines_line_up = on_lines && (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
   const bool long_output_runs = best->interleave ? ways * run_bytes >= streamed_unaligned_interleave_bytes
                                                  : run_bytes >= streamed_unaligned_deinterleave_run_bytes;
   // Shorter interleave rows that continue one another stream as one output (line_sink in b_way):
@@ -312,8 +364,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // of 59 under 0.9x). Runs under 64 bytes keep the four-runs path and ordinary stores: through
   // the sink they lost 0.36-0.70x.
   const bool rows_continue = best->interleave && direct.inner.dst_stride == ways * run_bytes && run_bytes >= 64;
-  direct.streaming = output_streams(plan) && !(kernel.transposes && !best->interleave) &&
-                     (lines_line_up || ((long_output_runs || rows_continue) && !kernel.transposes));
+  direct.streaming =
+      output_streams(plan) && !(kernel.transposes && !best->interleave) &&
+      (lines_line_up(direct, run_bytes, ways) || ((long_output_runs || rows_continue) && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
   const bool would_stage = best->interleave ? run_bytes < staged_interleave_run_bytes
@@ -350,6 +403,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     tile.segment_copy = active_isa() >= isa::avx512 && !output_streams(plan)
                             ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
                             : tile_kernel_for_isa(segment_bytes);
+  } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, output_streams(plan))) {
+    tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
   } else {
     tile.repeat = direct;
     rest = std::move(direct_rest);
