@@ -985,7 +985,8 @@ class guarded_source {
 
 // s2d NCHW DCR outputs larger than the cache: de-interleaves of up to 4 ways, and streamed ones of 8
 // ways with runs under 1 KiB, read the source once, in order (the repeat walks the block row i
-// inside the output row h'); the others, and in-cache outputs, keep the destination's order.
+// inside the output row h'); the others, and in-cache outputs, keep the destination's order. Each
+// also runs into a destination off cache lines.
 TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
   std::mt19937_64 rng(17);
   struct shape {
@@ -1023,6 +1024,18 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
     std::vector<std::byte> actual(want.size(), std::byte{0x5A});
     run_permute(plan_permute(axes, static_cast<std::size_t>(w)), guarded.data(), actual.data(), 2);
     ASSERT_EQ(actual, want) << context << " (guarded source)";
+    // A destination 16 bytes past a cache line, as numpy's buffers are: the streamed plans write
+    // it with ordinary stores (run_permute), and the bytes around it stay untouched.
+    std::vector<std::byte> padded(want.size() + 128, std::byte{0x5A});
+    const auto misalign =
+        static_cast<std::size_t>((16 - reinterpret_cast<std::uintptr_t>(padded.data()) % 64 + 64) % 64);
+    run_permute(plan_permute(axes, static_cast<std::size_t>(w)), src.data(), padded.data() + misalign, 2);
+    ASSERT_TRUE(std::equal(want.begin(), want.end(), padded.begin() + static_cast<std::ptrdiff_t>(misalign)))
+        << context << " (destination off lines)";
+    ASSERT_TRUE(std::all_of(padded.begin(), padded.begin() + static_cast<std::ptrdiff_t>(misalign),
+                            [](std::byte v) { return v == std::byte{0x5A}; }));
+    ASSERT_TRUE(std::all_of(padded.begin() + static_cast<std::ptrdiff_t>(misalign + want.size()), padded.end(),
+                            [](std::byte v) { return v == std::byte{0x5A}; }));
   }
 }
 

@@ -1090,12 +1090,23 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
     const std::int64_t split_items_count = (split_axis.extent + per_item - 1) / per_item;
     const std::int64_t items_per_outer = run_items * split_items_count;
+    // A plan streams de-interleave rows that its strides keep on cache lines, which assumes a
+    // destination that starts on a line. One that does not (numpy's buffers are 16-byte aligned)
+    // would stream each row's middle lines and write its partial first and last lines with
+    // ordinary stores, a line shared by two rows going both ways: s2d NCHW 16 MiB into outputs
+    // 16 or 32 bytes off a line took 2.2x as long as into aligned ones (4.4 against 1.9 ms, f32
+    // b2). Such rows shorter than streamed_unaligned_deinterleave_run_bytes go out with ordinary
+    // stores instead: 1.4-1.6x (4.4 -> 2.7 ms; b4 f32 4.6 -> 2.9; b8 u8 6-8 -> 4.6-5.3 ms).
+    const bool off_lines =
+        tile.repeat.streaming && !tile.interleave && reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
+        tile.run.extent * static_cast<std::int64_t>(plan.width) < streamed_unaligned_deinterleave_run_bytes;
     split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
                       const std::int64_t first = (item % run_items) * chunk;
                       const std::int64_t first_split = (item / run_items) * per_item;
                       shuffle_repeat repeat = tile.repeat;
+                      if (off_lines) repeat.streaming = false;
                       permute_axis& part = two_levels ? repeat.outer : repeat.inner;
                       part.extent = std::min(per_item, split_axis.extent - first_split);
                       const std::byte* from =
