@@ -1013,8 +1013,8 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
     permute_naive(axes, src.data(), want.data(), w);
     const std::string context = " b=" + std::to_string(b) + " w=" + std::to_string(w) +
                                 " C=" + std::to_string(t.channels) + " d=" + std::to_string(d);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(w));
     if (detected_isa() >= isa::avx512) {
-      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(w));
       ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan) << context;
       ASSERT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan) << context;
       // Source order: the call's inner repeat is i (source stride one input row).
@@ -1022,14 +1022,14 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
     }
     expect_every_isa_matches(axes, w, src, want, context);
     std::vector<std::byte> actual(want.size(), std::byte{0x5A});
-    run_permute(plan_permute(axes, static_cast<std::size_t>(w)), guarded.data(), actual.data(), 2);
+    run_permute(plan, guarded.data(), actual.data(), 2);
     ASSERT_EQ(actual, want) << context << " (guarded source)";
     // A destination 16 bytes past a cache line, as numpy's buffers are: the streamed plans write
     // it with ordinary stores (run_permute), and the bytes around it stay untouched.
     std::vector<std::byte> padded(want.size() + 128, std::byte{0x5A});
     const auto misalign =
         static_cast<std::size_t>((16 - reinterpret_cast<std::uintptr_t>(padded.data()) % 64 + 64) % 64);
-    run_permute(plan_permute(axes, static_cast<std::size_t>(w)), src.data(), padded.data() + misalign, 2);
+    run_permute(plan, src.data(), padded.data() + misalign, 2);
     ASSERT_TRUE(std::equal(want.begin(), want.end(), padded.begin() + static_cast<std::ptrdiff_t>(misalign)))
         << context << " (destination off lines)";
     ASSERT_TRUE(std::all_of(padded.begin(), padded.begin() + static_cast<std::ptrdiff_t>(misalign),

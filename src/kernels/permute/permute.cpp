@@ -189,6 +189,22 @@ std::size_t find_continuing(const axis_list& axes, bool interleave, std::int64_t
   return axes.size();
 }
 
+// The repeat a shuffle call walks, taken off the back of `axes` (innermost last): the innermost
+// axis, and the next one too when one pass over the first moves under short_call_bytes of
+// positions of `position_bytes` each, so that one call moves a useful amount of data.
+shuffle_repeat take_repeat(axis_list& axes, std::int64_t position_bytes) {
+  shuffle_repeat repeat;
+  if (!axes.empty()) {
+    repeat.inner = axes.back();
+    axes.pop_back();
+  }
+  if (!axes.empty() && position_bytes * repeat.inner.extent < short_call_bytes) {
+    repeat.outer = axes.back();
+    axes.pop_back();
+  }
+  return repeat;
+}
+
 // Whether the runs of a repeat keep the destination's cache-line alignment from one to the next.
 bool lines_line_up(const shuffle_repeat& repeat, std::int64_t run_bytes, std::int64_t ways) {
   const bool on_lines = repeat.inner.dst_stride % 64 == 0 && repeat.outer.dst_stride % 64 == 0;
@@ -226,19 +242,13 @@ bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_byt
 }
 
 // The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
-// the ways) walked in the source's order: the nearest-strided two inside the call, as the direct
-// plan takes the destination's two, and the others outside it, ordered too.
+// the ways) walked in the source's order: the nearest-strided ones inside the call (take_repeat),
+// as the direct plan takes the destination's, and the others outside it, ordered too.
 shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
                                    bool long_output_runs) {
   std::stable_sort(rest.begin(), rest.end(),
                    [](const permute_axis& a, const permute_axis& b) { return a.src_stride > b.src_stride; });
-  shuffle_repeat repeat;
-  repeat.inner = rest.back();
-  rest.pop_back();
-  if (!rest.empty() && ways * run_bytes * repeat.inner.extent < short_call_bytes) {
-    repeat.outer = rest.back();
-    rest.pop_back();
-  }
+  shuffle_repeat repeat = take_repeat(rest, ways * run_bytes);
   repeat.streaming = !transposes && (lines_line_up(repeat, run_bytes, ways) || long_output_runs);
   return repeat;
 }
@@ -330,19 +340,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     rest.pop_back();
     return axis;
   };
-  // The direct plan: the innermost remaining axis is walked inside the kernel call, and the next
-  // one too when runs are short, so that one call moves a useful amount of data.
+  // The direct plan walks the innermost remaining axes (the destination's order) inside the call.
   axis_list direct_rest = rest;
-  shuffle_repeat direct;
-  if (!direct_rest.empty()) {
-    direct.inner = direct_rest.back();
-    direct_rest.pop_back();
-  }
-  const std::int64_t inner_bytes = static_cast<std::int64_t>(tile.offsets.size()) * run_bytes * direct.inner.extent;
-  if (!direct_rest.empty() && inner_bytes < short_call_bytes) {
-    direct.outer = direct_rest.back();
-    direct_rest.pop_back();
-  }
+  shuffle_repeat direct = take_repeat(direct_rest, static_cast<std::int64_t>(tile.offsets.size()) * run_bytes);
   // Outputs larger than the cache stream their whole output vectors, where the repeat axes keep
   // the destination's line alignment from one run to the next, and the runs end on lines or the
   // way count is a power of two: the 512 such cells of the 16 MiB grid gained 1.40x (median
