@@ -127,12 +127,14 @@ int take_threads_flag(int& argc, char** argv) {
   return threads;
 }
 
-timing measure(const space_depth_case& c, int threads, int repetitions) {
+timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes) {
   const space_depth_options options = options_of(c);
   tensor src(c.type, c.input_shape);
   const shape_t out_shape =
       c.to_depth ? space_to_depth_shape(c.input_shape, options) : depth_to_space_shape(c.input_shape, options);
-  tensor dst(c.type, out_shape);
+  // The output lives inside a larger, 64-byte aligned byte buffer, `dst_offset_bytes` in.
+  tensor dst_storage(dtype::uint8, {static_cast<std::int64_t>(src.size_bytes()) + dst_offset_bytes});
+  std::byte* const dst_data = dst_storage.data() + dst_offset_bytes;
   std::memset(src.data(), 1, src.size_bytes());
   const int saved = num_threads();
   set_num_threads(threads);
@@ -142,13 +144,13 @@ timing measure(const space_depth_case& c, int threads, int repetitions) {
   const int copy_threads = bytes < (64U << 10) ? 1 : threads;
   auto copy = [&] {
     runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
-      std::memcpy(dst.data() + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
+      std::memcpy(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
     });
   };
   // Views are built once, as a runtime holding its tensors' views would: building one copies its
   // shape and strides, which is the caller's cost, not the operator's.
   const tensor_view src_view = src.view();
-  const mutable_tensor_view dst_view = dst.mutable_view();
+  const mutable_tensor_view dst_view(dst_data, c.type, out_shape);
   auto run = [&] {
     if (c.to_depth)
       space_to_depth(src_view, dst_view, options);

@@ -51,7 +51,12 @@ struct timing {
 /// returns N, or 1 when absent.
 int take_threads_flag(int& argc, char** argv);
 
-/// Times one case with `threads` threads (memcpy runs split over as many threads).
-timing measure(const space_depth_case& c, int threads, int repetitions);
+/// The widest element of the grid: a destination offset must be a multiple of it.
+inline constexpr std::int64_t max_grid_element_bytes = 8;
+
+/// Times one case with `threads` threads (memcpy runs split over as many threads). The output,
+/// and memcpy's destination, start `dst_offset_bytes` past a 64-byte boundary, as the 16-byte
+/// aligned buffers of numpy's `out=` arrays do (a multiple of max_grid_element_bytes below 64).
+timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes = 0);
 
 }  // namespace regrid::bench

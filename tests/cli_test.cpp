@@ -188,5 +188,22 @@ TEST_F(Cli, HelpListsTheCommands) {
   EXPECT_NE(command_help.out.find("--framework"), std::string::npos);
 }
 
+// `bench --dst-offset` times outputs that start off a cache line, and refuses offsets that would
+// put an element off its own alignment or past a line.
+TEST_F(Cli, BenchTimesOutputsOffCacheLines) {
+  const run_result offset =
+      run("bench --threads 1 --repetitions 1 --sizes-kib 64 --dst-offset 16 --filter s2d/NCHW/DCR/x32/b2/c1/");
+  EXPECT_EQ(offset.status, 0) << offset.err;
+  EXPECT_NE(offset.out.find("start 16 bytes past a 64-byte boundary"), std::string::npos) << offset.out;
+  EXPECT_NE(offset.out.find("s2d/NCHW/DCR/x32/b2/c1/64KiB"), std::string::npos) << offset.out;
+  for (const char* bad : {"12", "64", "-8"}) {
+    const run_result refused = run(std::string("bench --quick --dst-offset ") + bad);
+    EXPECT_EQ(refused.status, 2) << bad;
+    EXPECT_NE(refused.err.find("is not a multiple of 8 bytes (the widest element) below 64"), std::string::npos)
+        << refused.err;
+    EXPECT_EQ(refused.out.find("s2d/"), std::string::npos) << refused.out;
+  }
+}
+
 }  // namespace
 }  // namespace regrid

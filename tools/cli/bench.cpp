@@ -15,6 +15,15 @@
 namespace regrid::cli {
 
 int run_bench(const bench_request& request) {
+  if (request.dst_offset_bytes < 0 || request.dst_offset_bytes >= 64 ||
+      request.dst_offset_bytes % bench::max_grid_element_bytes != 0) {
+    std::fprintf(stderr,
+                 "regrid bench: destination offset %lld is not a multiple of %lld bytes (the widest element) "
+                 "below 64\n",
+                 static_cast<long long>(request.dst_offset_bytes),
+                 static_cast<long long>(bench::max_grid_element_bytes));
+    return exit_invalid;
+  }
   bench::grid_options grid_options;
   grid_options.quick = request.quick;
   for (std::int64_t kib : request.sizes_kib) grid_options.sizes.push_back(kib << 10);
@@ -29,6 +38,10 @@ int run_bench(const bench_request& request) {
 
   std::printf("regrid %s bench: ratio = memcpy time / op time (1.0 = memcpy speed), GB/s = (read + written) / time\n",
               REGRID_VERSION_STRING);
+  if (request.dst_offset_bytes != 0) {
+    std::printf("outputs (and memcpy's destinations) start %lld bytes past a 64-byte boundary\n",
+                static_cast<long long>(request.dst_offset_bytes));
+  }
   std::printf("%-44s %10s %3s %9s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio");
   struct group_key {
     std::string group;
@@ -42,7 +55,7 @@ int run_bench(const bench_request& request) {
   for (const auto& c : grid) {
     for (int threads : thread_counts) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
-      const bench::timing t = bench::measure(c, threads, repetitions);
+      const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes);
       std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f\n", c.name().c_str(), static_cast<long long>(c.bytes), threads,
                   t.gigabytes_per_second(c.bytes), 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9,
                   t.ratio());

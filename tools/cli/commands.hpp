@@ -62,6 +62,7 @@ struct bench_request {
   std::vector<std::int64_t> sizes_kib;  // empty: the grid's sizes
   std::string filter;                   // substring of the case names
   int repetitions = 7;
+  std::int64_t dst_offset_bytes = 0;  // outputs start this far past a 64-byte boundary
 };
 
 /// SpaceToDepth / DepthToSpace against memcpy over the benchmark grid (see bench/).

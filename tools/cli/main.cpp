@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
                             "only cases whose name contains this text, e.g. s2d/NCHW/");
   bench_command->add_option("--repetitions", bench_request.repetitions, "samples per cell (median taken)")
       ->capture_default_str();
+  bench_command
+      ->add_option("--dst-offset", bench_request.dst_offset_bytes,
+                   "start every output (and memcpy's destination) this many bytes past a 64-byte boundary, "
+                   "as numpy's 16-byte aligned out= arrays do: 0, 8, 16, ..., 56")
+      ->capture_default_str();
   bench_command->callback([&selected] { selected = bench; });
   app.add_subcommand("demo", "Run the seed documents' worked examples and check them")->callback([&selected] {
     selected = demo;
