@@ -621,45 +621,65 @@ TEST(PermuteRun, TransposesTakeTheSourceContiguousAxisWhereverItLies) {
 }
 
 // The streaming run copy that outputs larger than the cache take: straight through the kernel,
-// every start within a cache line (partial first and last lines), planes, rows and columns.
+// every start within a cache line (partial first and last lines), planes, rows and columns, with
+// the columns continuing the destination (and the rows continuing the columns, and the planes
+// the rows), the rows continuing it (the lines between runs joined from both runs' sources), or
+// neither.
 TEST(PermuteRun, StreamingRunCopiesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(23);
   for (std::int64_t width : {128, 129, 191, 200, 256, 1000, 4096}) {
     const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
     ASSERT_STREQ(kernel.name, "copy_runs_streaming_avx512") << width;
-    for (std::int64_t misalign : {0, 1, 17, 63}) {
-      // Padded source and destination strides at every level.
-      const std::int64_t src_row = 5 * (width + 3) + 11;
-      const std::int64_t dst_row = 5 * width + 7;
-      const tile_shape t{.planes = 2,
-                         .rows = 3,
-                         .cols = 5,
-                         .src_plane = 3 * src_row + 5,
-                         .src_row = src_row,
-                         .src_col = width + 3,
-                         .dst_plane = 3 * dst_row + 64,
-                         .dst_row = dst_row,
-                         .dst_col = width};
-      std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
-      for (auto& v : src) v = static_cast<std::byte>(rng());
-      // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
-      const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
-      std::vector<std::byte> expected(span + 64, std::byte{0x5A});
-      std::vector<std::byte> actual(span + 64, std::byte{0x5A});
-      std::byte* expected_at = line_start(expected) + misalign;
-      for (std::int64_t p = 0; p < t.planes; ++p) {
-        for (std::int64_t r = 0; r < t.rows; ++r) {
-          for (std::int64_t c = 0; c < t.cols; ++c) {
-            std::memcpy(expected_at + p * t.dst_plane + r * t.dst_row + c * t.dst_col,
-                        src.data() + p * t.src_plane + r * t.src_row + c * t.src_col, static_cast<std::size_t>(width));
+    // Destination strides (column, row, plane): padded except along the continuing axes.
+    struct destination {
+      const char* continuing;
+      std::int64_t col, row, plane;
+    };
+    const std::int64_t padded_row = 5 * width + 7;
+    const std::int64_t padded_col = width + 5;
+    const destination destinations[] = {
+        {"columns", width, padded_row, 3 * padded_row + 64},
+        {"columns and rows", width, 5 * width, 15 * width + 64},
+        {"columns, rows and planes", width, 5 * width, 15 * width},
+        {"rows", 3 * width + 7, width, 5 * (3 * width + 7) + 64},
+        {"nothing", padded_col, 5 * padded_col + 7, 3 * (5 * padded_col + 7) + 64},
+    };
+    for (const destination& along : destinations) {
+      for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+        // Padded source strides at every level.
+        const std::int64_t src_row = 5 * (width + 3) + 11;
+        const tile_shape t{.planes = 2,
+                           .rows = 3,
+                           .cols = 5,
+                           .src_plane = 3 * src_row + 5,
+                           .src_row = src_row,
+                           .src_col = width + 3,
+                           .dst_plane = along.plane,
+                           .dst_row = along.row,
+                           .dst_col = along.col};
+        std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
+        for (auto& v : src) v = static_cast<std::byte>(rng());
+        // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
+        const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
+        std::vector<std::byte> expected(span + 64, std::byte{0x5A});
+        std::vector<std::byte> actual(span + 64, std::byte{0x5A});
+        std::byte* expected_at = line_start(expected) + misalign;
+        for (std::int64_t p = 0; p < t.planes; ++p) {
+          for (std::int64_t r = 0; r < t.rows; ++r) {
+            for (std::int64_t c = 0; c < t.cols; ++c) {
+              std::memcpy(expected_at + p * t.dst_plane + r * t.dst_row + c * t.dst_col,
+                          src.data() + p * t.src_plane + r * t.src_row + c * t.src_col,
+                          static_cast<std::size_t>(width));
+            }
           }
         }
+        kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
+        const std::vector<std::byte> expected_span(line_start(expected), line_start(expected) + span);
+        const std::vector<std::byte> actual_span(line_start(actual), line_start(actual) + span);
+        ASSERT_EQ(actual_span, expected_span)
+            << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing;
       }
-      kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
-      const std::vector<std::byte> expected_span(line_start(expected), line_start(expected) + span);
-      const std::vector<std::byte> actual_span(line_start(actual), line_start(actual) + span);
-      ASSERT_EQ(actual_span, expected_span) << "width=" << width << " misalign=" << misalign;
     }
   }
   // Shorter runs are mostly partial lines: they keep ordinary stores.
