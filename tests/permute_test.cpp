@@ -249,7 +249,8 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 
 // The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
 // each kernel, destination rows on cache lines (streamed) and off them (interleaves stream from
-// the first whole line, de-interleaves store as usual), whole
+// the first whole line, or through a line_sink where no position's output starts one;
+// de-interleaves store as usual), whole
 // vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces, two repeat
 // positions; compared with the element-by-element copy.
 TEST(PermuteRun, StreamingShufflesMatch) {
@@ -270,13 +271,15 @@ TEST(PermuteRun, StreamingShufflesMatch) {
                                                                 : shuffle_kernel_avx512(w, b, interleave)};
           if (width == 1 && b <= max_register_ways && detected_isa() >= isa::avx512vbmi)
             kernels.push_back(shuffle_kernel_avx512vbmi(w, b, interleave));
-          // Rows off lines: interleaves stream from their first whole line (8 never reaches one
-          // for 16- and 32-byte elements, 32 does for 2 ways of 16 bytes); de-interleaves join
+          // Rows off lines: interleaves stream from their first whole line (8 and 16 never reach
+          // one for 16- and 32-byte elements, nor for B x width a multiple of 32 below them: those
+          // of lane-wide elements shift every vector into lines instead); de-interleaves join
           // each row's vectors into lines where every row starts at an even offset (1: odd rows
           // do not stream below VBMI).
-          for (std::size_t run_case = 0; run_case < kernels.size() * 5; ++run_case) {
-            const shuffle_fn fn = kernels[run_case / 5];
-            const std::int64_t misalign = std::array<std::int64_t, 5>{0, 1, 2, 8, 32}[run_case % 5];
+          constexpr std::array<std::int64_t, 6> misaligns{0, 1, 2, 8, 16, 32};
+          for (std::size_t run_case = 0; run_case < kernels.size() * misaligns.size(); ++run_case) {
+            const shuffle_fn fn = kernels[run_case / misaligns.size()];
+            const std::int64_t misalign = misaligns[run_case % misaligns.size()];
             if (fn == nullptr) continue;
             // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
             // ways of the run; the call repeats at two positions.
