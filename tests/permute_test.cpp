@@ -322,6 +322,73 @@ TEST(PermuteRun, StreamingShufflesMatch) {
   }
 }
 
+// Calls check(kernel, B, width) for every register shuffle kernel of the AVX-512 builds in one
+// direction (the VBMI build too for bytes, where the CPU has it): B = 2, 3, 4, 8, 9, 16, widths
+// of 1 to 8 bytes.
+template <class Check>
+void for_each_register_shuffle(bool interleave, Check check) {
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      const auto w = static_cast<std::size_t>(width);
+      std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, interleave)};
+      if (width == 1 && detected_isa() >= isa::avx512vbmi) {
+        kernels.push_back(shuffle_kernel_avx512vbmi(w, b, interleave));
+      }
+      for (const shuffle_fn fn : kernels) {
+        if (fn != nullptr) check(fn, b, width);
+      }
+    }
+  }
+}
+
+// One streamed shuffle call whose destination rows continue one another along the inner repeat
+// (its destination stride is one row: the interleaved row, or each way's row of a de-interleave),
+// `rows` of them at each of two outer positions, the outputs apart by a gap, the source rows
+// padded, the destination `misalign` bytes past a line; checked against the element-by-element copy.
+void check_continuing_rows(bool interleave, shuffle_fn fn, std::int64_t b, std::int64_t width, std::int64_t length,
+                           std::int64_t rows, std::int64_t misalign, std::mt19937_64& rng) {
+  const std::int64_t run = length * width;  // one way's row
+  const std::int64_t src_row = (interleave ? run : b * run) + 3 * width;
+  const std::int64_t dst_row = interleave ? b * run : run;
+  const std::int64_t src_output = rows * src_row;
+  const std::int64_t dst_output = rows * dst_row + 2 * width;
+  // The far side's ways, apart by an odd amount past whole lines on the destination.
+  const std::int64_t way_bytes = interleave ? 2 * src_output : 2 * dst_output + 64 + width;
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+  for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * way_bytes;
+  shuffle_repeat repeat;
+  repeat.outer = {2, src_output, dst_output};
+  repeat.inner = {rows, src_row, dst_row};
+  repeat.streaming = true;
+  std::vector<std::byte> src(static_cast<std::size_t>(interleave ? b * way_bytes : 2 * src_output));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  const std::int64_t dst_span = (interleave ? 2 * dst_output : b * way_bytes) + misalign + 128;
+  std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
+  std::vector<std::byte> actual_storage(expected_storage);
+  std::byte* expected = line_start(expected_storage) + misalign;
+  const std::int64_t near_output = interleave ? dst_output : src_output;
+  const std::int64_t near_row = interleave ? dst_row : src_row;
+  const std::int64_t far_output = interleave ? src_output : dst_output;
+  const std::int64_t far_row = interleave ? src_row : dst_row;
+  for (std::int64_t o = 0; o < 2; ++o) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      for (std::int64_t r = 0; r < length; ++r) {
+        for (std::int64_t j = 0; j < b; ++j) {
+          const std::int64_t near_at = o * near_output + i * near_row + (r * b + j) * width;
+          const std::int64_t far_at = j * way_bytes + o * far_output + i * far_row + r * width;
+          std::memcpy(expected + (interleave ? near_at : far_at), src.data() + (interleave ? far_at : near_at),
+                      static_cast<std::size_t>(width));
+        }
+      }
+    }
+  }
+  fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
+  const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
+  const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
+  ASSERT_TRUE(got == want) << "interleave=" << interleave << " b=" << b << " w=" << width << " n=" << length
+                           << " rows=" << rows << " misalign=" << misalign;
+}
+
 // Interleaves whose output rows continue one another stream them as one output (line_sink):
 // rows from under a line to several lines, outputs starting at line, even and odd offsets, 2 and
 // 5 rows per call at each of two outer positions, the avx512 build and, for bytes, the VBMI one
@@ -329,54 +396,32 @@ TEST(PermuteRun, StreamingShufflesMatch) {
 TEST(PermuteRun, StreamingContinuingRowsMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(37);
-  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
-    for (std::int64_t width : {1, 2, 4, 8}) {
-      const auto w = static_cast<std::size_t>(width);
-      std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, true)};
-      if (width == 1 && detected_isa() >= isa::avx512vbmi) kernels.push_back(shuffle_kernel_avx512vbmi(w, b, true));
-      for (const shuffle_fn fn : kernels) {
-        if (fn == nullptr) continue;
-        for (std::int64_t length : {std::int64_t{1}, std::int64_t{5}, 64 / width - 1, 64 / width + 3, 300 / width}) {
-          for (std::int64_t rows : {2, 5}) {
-            for (std::int64_t misalign : {0, 1, 2, 8, 32}) {
-              const std::int64_t row = b * length * width;  // output bytes per row
-              // Source: per way, `rows` padded rows; destination: two outputs of `rows` rows with a gap.
-              const std::int64_t src_row = length * width + 3 * width;
-              const std::int64_t way_bytes = 2 * rows * src_row;
-              const std::int64_t output_gap = rows * row + 2 * width;
-              std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
-              for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * way_bytes;
-              shuffle_repeat repeat;
-              repeat.outer = {2, rows * src_row, output_gap};
-              repeat.inner = {rows, src_row, row};
-              repeat.streaming = true;
-              std::vector<std::byte> src(static_cast<std::size_t>(b * way_bytes));
-              for (auto& v : src) v = static_cast<std::byte>(rng());
-              const std::int64_t dst_span = 2 * output_gap + misalign + 128;
-              std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
-              std::vector<std::byte> actual_storage(expected_storage);
-              std::byte* expected = line_start(expected_storage) + misalign;
-              for (std::int64_t o = 0; o < 2; ++o) {
-                for (std::int64_t i = 0; i < rows; ++i) {
-                  for (std::int64_t r = 0; r < length; ++r) {
-                    for (std::int64_t j = 0; j < b; ++j) {
-                      std::memcpy(expected + o * output_gap + i * row + (r * b + j) * width,
-                                  src.data() + j * way_bytes + o * rows * src_row + i * src_row + r * width, w);
-                    }
-                  }
-                }
-              }
-              fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
-              const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
-              const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
-              ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " rows=" << rows
-                                       << " misalign=" << misalign;
-            }
-          }
+  for_each_register_shuffle(true, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
+    for (std::int64_t length : {std::int64_t{1}, std::int64_t{5}, 64 / width - 1, 64 / width + 3, 300 / width}) {
+      for (std::int64_t rows : {2, 5}) {
+        for (std::int64_t misalign : {0, 1, 2, 8, 32})
+          check_continuing_rows(true, fn, b, width, length, rows, misalign, rng);
+      }
+    }
+  });
+}
+
+// The mirror for de-interleaves: each way's output rows continue one another along the inner
+// repeat and stream through their own line_sink where they do not start on lines (up to
+// max_sunk_deinterleave_ways ways; more, and odd offsets below VBMI, take the other paths). Rows
+// from under a line to several lines, 1, 2 and 5 rows per call.
+TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(41);
+  for_each_register_shuffle(false, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
+    for (std::int64_t length : {64 / width, 64 / width + 3, 300 / width, 1000 / width}) {
+      for (std::int64_t rows : {1, 2, 5}) {
+        for (std::int64_t misalign : {0, 1, 2, 8, 16, 32}) {
+          check_continuing_rows(false, fn, b, width, length, rows, misalign, rng);
         }
       }
     }
-  }
+  });
 }
 
 // Every element of `axes` copied one at a time: the spec the kernels are checked against.

@@ -102,6 +102,11 @@ inline constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
 /// long, so that no store splits across two lines; shorter rows keep the plain unaligned stores.
 inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
 
+/// Streamed de-interleaves of at most this many ways whose rows continue one another along the
+/// inner repeat (each way's output one contiguous row after another) but do not start on cache
+/// lines stream each way as one output through its own line sink.
+inline constexpr std::int64_t max_sunk_deinterleave_ways = 8;
+
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
 /// Shuffles of up to this many ways keep their vectors in registers; wider ones (32, 64) spill.
