@@ -60,8 +60,8 @@ def main():
         ("s2d", "DCR", 4, (1, 3, 1080, 1920), np.uint8),
     ]
     print("single thread, median ms; ratio = peer time / regrid time (> 1: regrid faster); "
-          "memcpy = numpy.copyto of the same bytes")
-    print(f"{'case':40} {'MB':>6} {'memcpy':>7} {'regrid':>7} {'r/cpy':>6}  peers (ms, ratio)")
+          "memcpy = numpy.copyto of the same bytes; out@64 = where regrid's out= array starts within a cache line")
+    print(f"{'case':40} {'MB':>6} {'memcpy':>7} {'regrid':>7} {'r/cpy':>6} {'out@64':>6}  peers (ms, ratio)")
     rng = np.random.default_rng(5)
     for op, mode, block, shape, dtype in cases:
         x = (rng.integers(0, 255, size=shape).astype(dtype))
@@ -95,7 +95,8 @@ def main():
         peers.append(("openvino", median_ms(lambda: request.infer([x]), args.repeat)))
         name = f"{op} {mode} b{block} {'x'.join(map(str, shape))} {np.dtype(dtype).name}"
         text = "  ".join(f"{peer} {ms:.2f} ({ms / regrid_ms:.1f}x)" for peer, ms in peers)
-        print(f"{name:40} {x.nbytes / 1e6:6.1f} {copy_ms:7.2f} {regrid_ms:7.2f} {copy_ms / regrid_ms:6.2f}  {text}")
+        line_offset = out.ctypes.data % 64
+        print(f"{name:40} {x.nbytes / 1e6:6.1f} {copy_ms:7.2f} {regrid_ms:7.2f} {copy_ms / regrid_ms:6.2f} {line_offset:6d}  {text}")
 
 
 if __name__ == "__main__":
