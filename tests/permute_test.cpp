@@ -424,6 +424,56 @@ TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
   });
 }
 
+// De-interleaves whose ways' rows continue along the outer repeat, the inner positions apart
+// (s2d NCHW in the source's order): one line sink per inner position and way, up to 16, where the
+// rows do not start on lines. P inner positions of B ways, rows of under a line to several, at
+// destinations whose planes sit at every offset within a line.
+TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(43);
+  for_each_register_shuffle(false, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
+    for (std::int64_t positions : {1, 2, 4}) {
+      for (std::int64_t length : {64 / width, 300 / width + 1}) {
+        for (std::int64_t misalign : {0, 2, 16, 48}) {
+          constexpr std::int64_t outer = 3;
+          const std::int64_t row = length * width;
+          const std::int64_t src_inner = b * row + 2 * width;
+          const std::int64_t src_outer = positions * src_inner + 4 * width;
+          const std::int64_t plane = outer * row + 6 * width;  // one (position, way) output, padded
+          std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+          for (std::int64_t k = 0; k < b; ++k) offsets[static_cast<std::size_t>(k)] = k * positions * plane;
+          shuffle_repeat repeat;
+          repeat.outer = {outer, src_outer, row};
+          repeat.inner = {positions, src_inner, plane};
+          repeat.streaming = true;
+          std::vector<std::byte> src(static_cast<std::size_t>(outer * src_outer));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          const std::int64_t dst_span = b * positions * plane + misalign + 128;
+          std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
+          std::vector<std::byte> actual_storage(expected_storage);
+          std::byte* expected = line_start(expected_storage) + misalign;
+          for (std::int64_t o = 0; o < outer; ++o) {
+            for (std::int64_t i = 0; i < positions; ++i) {
+              for (std::int64_t r = 0; r < length; ++r) {
+                for (std::int64_t k = 0; k < b; ++k) {
+                  std::memcpy(expected + offsets[static_cast<std::size_t>(k)] + i * plane + o * row + r * width,
+                              src.data() + o * src_outer + i * src_inner + (r * b + k) * width,
+                              static_cast<std::size_t>(width));
+                }
+              }
+            }
+          }
+          fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
+          const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
+          const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
+          ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " positions=" << positions
+                                   << " misalign=" << misalign;
+        }
+      }
+    }
+  });
+}
+
 // Every element of `axes` copied one at a time: the spec the kernels are checked against.
 void permute_naive(const std::vector<permute_axis>& axes, const std::byte* src, std::byte* dst, std::int64_t width) {
   std::vector<std::int64_t> index(axes.size(), 0);
@@ -1085,15 +1135,22 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
     if (detected_isa() >= isa::avx512) {
       ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan) << context;
       ASSERT_EQ(plan.shuffle->segment_copy.copy, nullptr) << describe(plan) << context;
-      // Source order: the call's inner repeat is i (source stride one input row).
+      // Source order: the call's inner repeat is i (source stride one input row). Streamed, with
+      // up to 16 rows per position (b ways x b block rows), the call also takes h', along which
+      // every output row continues, for the line sinks.
       EXPECT_EQ(plan.shuffle->repeat.inner.src_stride == side * w, t.source_order) << describe(plan) << context;
+      if (t.source_order && plan.shuffle->repeat.streaming) {
+        EXPECT_EQ(plan.shuffle->repeat.outer.dst_stride == d * w, b * b <= max_sunk_deinterleave_rows)
+            << describe(plan) << context;
+      }
     }
     expect_every_isa_matches(axes, w, src, want, context);
     std::vector<std::byte> actual(want.size(), std::byte{0x5A});
     run_permute(plan, guarded.data(), actual.data(), 2);
     ASSERT_EQ(actual, want) << context << " (guarded source)";
     // A destination 16 bytes past a cache line, as numpy's buffers are: the streamed plans write
-    // it with ordinary stores (run_permute), and the bytes around it stay untouched.
+    // it through line sinks (up to 16 rows per position) or with ordinary stores (run_permute),
+    // and the bytes around it stay untouched.
     std::vector<std::byte> padded(want.size() + 128, std::byte{0x5A});
     const auto misalign =
         static_cast<std::size_t>((16 - reinterpret_cast<std::uintptr_t>(padded.data()) % 64 + 64) % 64);

@@ -107,6 +107,10 @@ inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
 /// lines stream each way as one output through its own line sink.
 inline constexpr std::int64_t max_sunk_deinterleave_ways = 8;
 
+/// The same for rows that continue along the outer repeat, the inner positions apart: one sink
+/// per inner position and way, at most this many.
+inline constexpr std::int64_t max_sunk_deinterleave_rows = 16;
+
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
 /// Shuffles of up to this many ways keep their vectors in registers; wider ones (32, 64) spill.
