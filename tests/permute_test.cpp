@@ -1080,13 +1080,15 @@ TEST(PermuteRun, StreamedEightWayDeinterleavesAssemble) {
 // AddressSanitizer).
 class guarded_source {
  public:
-  guarded_source(std::size_t bytes, std::mt19937_64& rng) : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
-    mapped_ = (bytes + page_ - 1) / page_ * page_ + page_;
+  // `gap`: bytes between the source's end and the page (they stay readable).
+  guarded_source(std::size_t bytes, std::mt19937_64& rng, std::size_t gap = 0)
+      : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+    mapped_ = (bytes + gap + page_ - 1) / page_ * page_ + page_;
     void* memory = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) throw std::bad_alloc();
     base_ = static_cast<std::byte*>(memory);
     mprotect(base_ + mapped_ - page_, page_, PROT_NONE);
-    data_ = base_ + mapped_ - page_ - bytes;
+    data_ = base_ + mapped_ - page_ - gap - bytes;
     for (std::size_t i = 0; i < bytes; ++i) data_[i] = static_cast<std::byte>(rng());
   }
   guarded_source(const guarded_source&) = delete;
@@ -1279,6 +1281,67 @@ void expect_prefetches_cover_loads(const gather_program& program) {
       }
     }
   }
+}
+
+// Gathers whose every source stride is a multiple of 64 bytes carry a second program with its
+// windows on source lines, run where the source starts on a line: depth_to_space / space_to_depth
+// NCHW CRD of channel planes of whole lines, and of planes that are not (no second program). Each
+// window of a second program is one line; the source starts on a line (the second program runs)
+// and 8 and 16 bytes past one (numpy's alignment: the first runs), ending right before an
+// inaccessible page when its size allows; destination misaligned and guarded, one and two
+// threads, against the element loop.
+TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
+  force_gather_for_testing(gather_forcing::any);
+  std::mt19937_64 rng(31);
+  int lined = 0;
+  int gathers = 0;
+  for (const bool to_space : {true, false}) {
+    for (std::int64_t b : {2, 3, 4}) {
+      for (std::int64_t width : {1, 2, 4, 8}) {
+        for (std::int64_t channels : {1, 3}) {
+          for (const auto& [h, w] : {std::pair<std::int64_t, std::int64_t>{4, 16}, {3, 24}, {2, 64}, {5, 7}}) {
+            // depth_to_space: [C, bh, bw, H, W] -> [C, H, bh, W, bw]; space_to_depth the reverse.
+            const auto axes = to_space ? packed_transpose({channels, b, b, h, w}, {0, 3, 1, 4, 2}, width)
+                                       : packed_transpose({channels, h, b, w, b}, {0, 2, 4, 1, 3}, width);
+            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+            if (!plan.gather) continue;
+            ++gathers;
+            if (plan.gather->lined_program) {
+              ++lined;
+              const gather_program& program = *plan.gather->lined_program;
+              EXPECT_TRUE(program.lined);
+              EXPECT_LE(program.steps_per_chunk(), plan.gather->program->steps_per_chunk() + 1.0) << describe(plan);
+              for (const gather_step& step : program.steps) {
+                EXPECT_EQ(step.window_a % 64, 0) << describe(plan);
+                if (step.load_b != 0) {
+                  EXPECT_EQ(step.window_b % 64, 0) << describe(plan);
+                }
+              }
+              expect_prefetches_cover_loads(program);
+            }
+            const std::int64_t bytes = channels * b * b * h * w * width;
+            for (std::int64_t line_offset : {0, 8, 16}) {
+              const auto gap = static_cast<std::size_t>(((-bytes - line_offset) % 64 + 64) % 64);
+              guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
+              ASSERT_EQ(reinterpret_cast<std::uintptr_t>(src.data()) % 64, static_cast<std::uintptr_t>(line_offset));
+              for (std::int64_t misalign : {0, 7}) {
+                std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
+                permute_naive(axes, src.data(), expected.data() + misalign, width);
+                for (int threads : {1, 2}) {
+                  std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+                  run_permute(plan, src.data(), actual.data() + misalign, threads);
+                  ASSERT_EQ(actual, expected) << describe(plan) << " source line offset=" << line_offset
+                                              << " misalign=" << misalign << " threads=" << threads;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(lined, 20);
+  EXPECT_GT(gathers, lined);
 }
 
 // A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one

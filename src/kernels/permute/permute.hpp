@@ -176,6 +176,10 @@ using gather_fn = void (*)(const gather_program& program, const gather_rows& row
 struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
+  /// The same gather with its windows on source cache lines (gather_program_for's `lined`), run
+  /// instead where the source starts on a line: every source stride the walk steps by is a multiple
+  /// of 64 bytes, so every period then starts on a line too (null: not so, or more steps than pay).
+  std::shared_ptr<const gather_program> lined_program;
   permute_axis stream;           ///< the axis continuing the destination blocks: dst stride = block_bytes
                                  ///< (extent 1 for a single-block program: rows of one block)
   permute_axis rows;             ///< the next axis out, walked inside a call (extent 1 if none)
