@@ -300,8 +300,24 @@ TEST(SpaceDepthPlan, RejectsLikeTheOneShotCallsAndChecksBuffers) {
     EXPECT_STREQ(failure.what(),
                  "depth_to_space: input and output memory overlap; the output must be a separate buffer");
   }
-  EXPECT_THROW(plan.execute(nullptr, buffer.data()), error);
+  // A plan checks its shapes once; on each call only the pointers are new.
+  auto null_sentence = [&](const void* src, void* dst) {
+    try {
+      plan.execute(src, dst);
+    } catch (const error& failure) {
+      return std::string(failure.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(null_sentence(nullptr, buffer.data()),
+            "tensor: data pointer is null for a non-empty tensor of shape [1, 8, 2, 2]");
+  EXPECT_EQ(null_sentence(buffer.data(), nullptr),
+            "tensor: data pointer is null for a non-empty tensor of shape [1, 2, 4, 4]");
   for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer.data_as<float>()[i], 7.0f);
+  // An empty tensor has no memory to point at.
+  const space_depth_plan empty =
+      space_depth_plan::depth_to_space(dtype::float32, shape_t{0, 8, 2, 2}, {.block_size = 2});
+  EXPECT_NO_THROW(empty.execute(nullptr, nullptr));
 }
 
 }  // namespace

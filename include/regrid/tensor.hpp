@@ -43,6 +43,17 @@ void validate_view(const void* data, dtype type, std::span<const std::int64_t> s
 /// validation and planning before any buffer exists).
 const std::byte* description_anchor() noexcept;
 
+/// The bytes a view's elements cover, [low, high) from its data pointer; `empty` when it has none.
+struct byte_extent {
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  bool empty = true;
+};
+byte_extent byte_extent_of(std::size_t width, std::span<const std::int64_t> shape,
+                           std::span<const std::int64_t> strides);
+/// True when two non-empty extents, placed at their data pointers, intersect.
+bool extents_overlap(const void* a_data, const byte_extent& a, const void* b_data, const byte_extent& b) noexcept;
+
 /// True when two non-empty views' byte ranges [lowest, highest element end) intersect.
 bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
                      std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,

@@ -75,22 +75,28 @@ const std::byte* description_anchor() noexcept {
   return anchor;
 }
 
+byte_extent byte_extent_of(std::size_t width, std::span<const std::int64_t> shape,
+                           std::span<const std::int64_t> strides) {
+  if (element_count(shape) == 0) return {};
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  for (std::size_t k = 0; k < shape.size(); ++k) (strides[k] < 0 ? low : high) += (shape[k] - 1) * strides[k];
+  const auto size = static_cast<std::int64_t>(width);
+  return {low * size, (high + 1) * size, false};
+}
+
+bool extents_overlap(const void* a_data, const byte_extent& a, const void* b_data, const byte_extent& b) noexcept {
+  if (a.empty || b.empty) return false;
+  const auto a_base = reinterpret_cast<std::intptr_t>(a_data);
+  const auto b_base = reinterpret_cast<std::intptr_t>(b_data);
+  return a_base + a.low < b_base + b.high && b_base + b.low < a_base + a.high;
+}
+
 bool memory_overlaps(const void* a_data, std::size_t a_width, std::span<const std::int64_t> a_shape,
                      std::span<const std::int64_t> a_strides, const void* b_data, std::size_t b_width,
                      std::span<const std::int64_t> b_shape, std::span<const std::int64_t> b_strides) {
-  auto range = [](const void* data, std::size_t width, std::span<const std::int64_t> shape,
-                  std::span<const std::int64_t> strides) {
-    std::int64_t low = 0;
-    std::int64_t high = 0;
-    for (std::size_t k = 0; k < shape.size(); ++k) (strides[k] < 0 ? low : high) += (shape[k] - 1) * strides[k];
-    const auto size = static_cast<std::int64_t>(width);
-    const auto base = reinterpret_cast<std::intptr_t>(data);
-    return std::pair<std::intptr_t, std::intptr_t>{base + low * size, base + (high + 1) * size};
-  };
-  if (element_count(a_shape) == 0 || element_count(b_shape) == 0) return false;
-  const auto [a_low, a_high] = range(a_data, a_width, a_shape, a_strides);
-  const auto [b_low, b_high] = range(b_data, b_width, b_shape, b_strides);
-  return a_low < b_high && b_low < a_high;
+  return extents_overlap(a_data, byte_extent_of(a_width, a_shape, a_strides), b_data,
+                         byte_extent_of(b_width, b_shape, b_strides));
 }
 
 }  // namespace detail

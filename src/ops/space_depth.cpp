@@ -314,7 +314,13 @@ void check_description(const space_depth_geometry& g, const tensor_view& src, co
 void check_buffers(space_depth_op op, const void* src, std::span<const std::int64_t> src_shape,
                    std::span<const std::int64_t> src_strides, const void* dst, std::span<const std::int64_t> dst_shape,
                    std::span<const std::int64_t> dst_strides, dtype type) {
-  if (detail::memory_overlaps(src, size_of(type), src_shape, src_strides, dst, size_of(type), dst_shape, dst_strides)) {
+  check_buffers(op, src, detail::byte_extent_of(size_of(type), src_shape, src_strides), dst,
+                detail::byte_extent_of(size_of(type), dst_shape, dst_strides));
+}
+
+void check_buffers(space_depth_op op, const void* src, const detail::byte_extent& src_extent, const void* dst,
+                   const detail::byte_extent& dst_extent) {
+  if (detail::extents_overlap(src, src_extent, dst, dst_extent)) {
     fail_invalid(std::string(op_name(op)) + ": input and output memory overlap; the output must be a separate buffer");
   }
 }
@@ -435,10 +441,11 @@ bool verbose_dispatch() {
 using axis_list = detail::fixed_vector<kernels::permute_axis, kernels::max_permute_axes>;
 
 // A description of a call (op, options, dtypes, shapes, strides, quantization) that passed every
-// check on this thread, with its permute axes. Validating a description and building its axes took
-// about 0.1 us per call, a sixth of copying 64 KiB, and a runtime calls each layer's op with the
-// same description every time. Everything the checks and the axes depend on is in the key, so a
-// match would pass them again; the buffers (their overlap) are checked on every call.
+// check on this thread, with its permute axes and both tensors' byte extents. Validating a
+// description and building its axes took about 0.1 us per call, a sixth of copying 64 KiB, and a
+// runtime calls each layer's op with the same description every time. Everything the checks and
+// the axes depend on is in the key, so a match would pass them again; the buffers (their overlap)
+// are checked on every call, from the kept extents.
 struct validated_call {
   using dims = detail::fixed_vector<std::int64_t, max_rank>;
   space_depth_op op = space_depth_op::space_to_depth;
@@ -448,6 +455,7 @@ struct validated_call {
   dims src_shape, src_strides, dst_shape, dst_strides;
   std::optional<quantization> src_quant, dst_quant;
   axis_list axes;
+  detail::byte_extent src_extent, dst_extent;
 
   [[nodiscard]] bool matches(space_depth_op call_op, const tensor_view& src, const mutable_tensor_view& dst,
                              const space_depth_options& call_options) const {
@@ -460,16 +468,16 @@ struct validated_call {
   }
 };
 
-// The axes of a call: from this thread's last few validated descriptions, or validated and built
+// A call's description: from this thread's last few validated ones, or validated and built
 // (throwing regrid::error on a bad description) and kept.
-const axis_list& validated_axes(space_depth_op op, const tensor_view& src, const mutable_tensor_view& dst,
+const validated_call& validated(space_depth_op op, const tensor_view& src, const mutable_tensor_view& dst,
                                 const space_depth_options& options) {
   constexpr std::size_t kept = 4;
   thread_local std::array<validated_call, kept> calls;
   thread_local std::size_t filled = 0;
   thread_local std::size_t next = 0;
   for (std::size_t i = 0; i < filled; ++i) {
-    if (calls[i].matches(op, src, dst, options)) return calls[i].axes;
+    if (calls[i].matches(op, src, dst, options)) return calls[i];
   }
   const space_depth_geometry g = plan_space_depth(op, src.shape(), options);
   check_description(g, src, dst);
@@ -488,20 +496,21 @@ const axis_list& validated_axes(space_depth_op op, const tensor_view& src, const
   call.src_quant = src.quant();
   call.dst_quant = dst.quant();
   call.axes = axes;
-  return call.axes;
+  call.src_extent = detail::byte_extent_of(src.element_size(), src.shape(), src.strides());
+  call.dst_extent = detail::byte_extent_of(dst.element_size(), dst.shape(), dst.strides());
+  return call;
 }
 
 void run(space_depth_op op, const tensor_view& src, const mutable_tensor_view& dst,
          const space_depth_options& options) {
-  const axis_list& axes = validated_axes(op, src, dst, options);
-  check_buffers(op, src.data(), src.shape(), src.strides(), dst.data(), dst.shape(), dst.strides(), src.type());
-  const auto plan = kernels::plan_permute_cached(axes, size_of(src.type()));
+  const validated_call& call = validated(op, src, dst, options);
+  check_buffers(op, src.data(), call.src_extent, dst.data(), call.dst_extent);
+  const kernels::permute_plan& plan = kernels::plan_permute_cached(call.axes, src.element_size());
   if (verbose_dispatch()) {
     std::fprintf(stderr, "regrid: %s %s -> %s: %s\n", std::string(op_name(op)).c_str(),
-                 format_shape(src.shape()).c_str(), format_shape(dst.shape()).c_str(),
-                 kernels::describe(*plan).c_str());
+                 format_shape(src.shape()).c_str(), format_shape(dst.shape()).c_str(), kernels::describe(plan).c_str());
   }
-  kernels::run_permute(*plan, src.data(), dst.data(), num_threads());
+  kernels::run_permute(plan, src.data(), dst.data(), num_threads());
 }
 
 tensor run_allocating(space_depth_op op, const tensor_view& src, const space_depth_options& options) {
@@ -520,6 +529,7 @@ struct space_depth_plan::impl {
   shape_t output_strides;
   ops::space_depth_geometry geometry;
   kernels::permute_plan plan;
+  detail::byte_extent input_extent, output_extent;
 };
 
 shape_t space_to_depth_shape(std::span<const std::int64_t> input_shape, const space_depth_options& options) {
@@ -554,8 +564,10 @@ space_depth_plan space_depth_plan::make(bool to_depth, dtype type, std::span<con
                                 shape_t(output_strides.begin(), output_strides.end()));
   ops::check_description(g, src, dst);
   kernels::permute_plan plan = kernels::plan_permute(ops::permute_axes(g, src, dst), size_of(type));
-  return space_depth_plan(
-      std::make_shared<const impl>(impl{type, src.strides(), dst.strides(), std::move(g), std::move(plan)}));
+  const detail::byte_extent input_extent = detail::byte_extent_of(size_of(type), g.input_shape, src.strides());
+  const detail::byte_extent output_extent = detail::byte_extent_of(size_of(type), g.output_shape, dst.strides());
+  return space_depth_plan(std::make_shared<const impl>(
+      impl{type, src.strides(), dst.strides(), std::move(g), std::move(plan), input_extent, output_extent}));
 }
 
 space_depth_plan space_depth_plan::space_to_depth(dtype type, std::span<const std::int64_t> input_shape,
@@ -578,13 +590,14 @@ std::string space_depth_plan::describe() const { return kernels::describe(impl_-
 
 void space_depth_plan::execute(const void* src, void* dst) const {
   const impl& p = *impl_;
-  // Checked on the stored shapes and strides directly: building views would copy them (heap
-  // allocations) on every call, which is what a plan exists to avoid.
-  // Null pointers for non-empty tensors get the sentence a view's constructor gives.
-  detail::validate_view(src, p.type, p.geometry.input_shape, p.input_strides);
-  detail::validate_view(dst, p.type, p.geometry.output_shape, p.output_strides);
-  ops::check_buffers(p.geometry.op, src, p.geometry.input_shape, p.input_strides, dst, p.geometry.output_shape,
-                     p.output_strides, p.type);
+  // Shapes and strides were validated when the plan was made; only the pointers are new. A null
+  // pointer for a non-empty tensor gets the sentence a view's constructor gives.
+  if (src == nullptr && !p.input_extent.empty)
+    detail::validate_view(src, p.type, p.geometry.input_shape, p.input_strides);
+  if (dst == nullptr && !p.output_extent.empty) {
+    detail::validate_view(dst, p.type, p.geometry.output_shape, p.output_strides);
+  }
+  ops::check_buffers(p.geometry.op, src, p.input_extent, dst, p.output_extent);
   kernels::run_permute(p.plan, static_cast<const std::byte*>(src), static_cast<std::byte*>(dst), num_threads());
 }
 

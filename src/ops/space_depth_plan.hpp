@@ -51,6 +51,9 @@ void check_description(const space_depth_geometry& geometry, const tensor_view& 
 void check_buffers(space_depth_op op, const void* src, std::span<const std::int64_t> src_shape,
                    std::span<const std::int64_t> src_strides, const void* dst, std::span<const std::int64_t> dst_shape,
                    std::span<const std::int64_t> dst_strides, dtype type);
+/// The same for buffers whose byte extents are known (detail::byte_extent_of their shapes and strides).
+void check_buffers(space_depth_op op, const void* src, const detail::byte_extent& src_extent, const void* dst,
+                   const detail::byte_extent& dst_extent);
 /// Both of the above.
 void check_operands(const space_depth_geometry& geometry, const tensor_view& src, const mutable_tensor_view& dst);
 

@@ -699,7 +699,40 @@ void force_gather_for_testing(gather_forcing forcing) noexcept {
   gather_forced.store(forcing, std::memory_order_relaxed);
 }
 
+namespace {
+
+// The work items of an unstaged shuffle plan (see shuffle_split).
+shuffle_split split_of(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
+  const std::int64_t call_bytes = run_bytes * tile.repeat.inner.extent;
+  const bool two_levels = tile.repeat.outer.extent > 1;
+  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
+  const std::int64_t unit_bytes = two_levels ? call_bytes : run_bytes;
+  shuffle_split split;
+  split.chunk = tile.repeat.inner.extent > 1 || two_levels
+                    ? tile.run.extent
+                    : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
+  split.per_item =
+      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
+  split.run_items = (tile.run.extent + split.chunk - 1) / split.chunk;
+  split.items_per_outer = split.run_items * ((split_axis.extent + split.per_item - 1) / split.per_item);
+  return split;
+}
+
+permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_t element_bytes);
+
+}  // namespace
+
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
+  permute_plan plan = plan_permute_unsplit(axes, element_bytes);
+  if (plan.shuffle) plan.shuffle->split = split_of(plan);
+  return plan;
+}
+
+namespace {
+
+permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan;
   plan.width = element_bytes;
   axis_list kept;
@@ -810,15 +843,13 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   return plan;
 }
 
-namespace {
-
 struct cached_plan {
   axis_list axes;
   std::size_t element_bytes = 0;
   isa level = isa::scalar;
   gather_forcing gather_forced = gather_forcing::off;
   bool assembled_forced = false;
-  std::shared_ptr<const permute_plan> plan;  ///< null: an empty slot
+  std::optional<permute_plan> plan;  ///< empty: an empty slot
 };
 
 // A handful: a model's layers reuse a few shapes, and a miss only costs a plan.
@@ -826,22 +857,26 @@ constexpr std::size_t plan_cache_slots = 8;
 
 }  // namespace
 
-std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes) {
+const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes) {
   // Per thread, so lookups take no lock; slots are replaced round-robin.
   thread_local std::array<cached_plan, plan_cache_slots> cache;
   thread_local std::size_t next_slot = 0;
+  thread_local permute_plan uncached;
   const isa level = active_isa();
   const gather_forcing forced = gather_forced.load(std::memory_order_relaxed);
   const bool assembling = assembled_forced.load(std::memory_order_relaxed);
-  if (axes.size() > max_permute_axes) return std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
+  if (axes.size() > max_permute_axes) {
+    uncached = plan_permute(axes, element_bytes);
+    return uncached;
+  }
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
         entry.assembled_forced == assembling &&
         std::equal(entry.axes.begin(), entry.axes.end(), axes.begin(), axes.end())) {
-      return entry.plan;
+      return *entry.plan;
     }
   }
-  auto plan = std::make_shared<const permute_plan>(plan_permute(axes, element_bytes));
+  permute_plan plan = plan_permute(axes, element_bytes);
   cached_plan& slot = cache[next_slot];
   next_slot = (next_slot + 1) % plan_cache_slots;
   slot.axes.assign_range(axes);
@@ -849,8 +884,8 @@ std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_
   slot.level = level;
   slot.gather_forced = forced;
   slot.assembled_forced = assembling;
-  slot.plan = plan;
-  return plan;
+  slot.plan = std::move(plan);
+  return *slot.plan;
 }
 
 namespace {
@@ -862,17 +897,23 @@ template <class Body>
 void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::int64_t begin, std::int64_t end,
                    Body body) {
   const int depth = static_cast<int>(outer.size());
-  std::array<std::int64_t, max_permute_axes> index{};
-  std::int64_t outer_index = begin / items_per_outer;
-  std::int64_t item = begin % items_per_outer;
+  // Only the first `depth` entries are used, and a walk from the first item (one thread's whole
+  // range) needs no division: zeroing the whole array and dividing anyway cost a few nanoseconds a call.
+  std::array<std::int64_t, max_permute_axes> index;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+  std::fill_n(index.begin(), depth, 0);
+  std::int64_t item = 0;
   std::int64_t src_offset = 0;
   std::int64_t dst_offset = 0;
-  for (int k = depth - 1; k >= 0; --k) {
-    const auto& axis = outer[static_cast<std::size_t>(k)];
-    index[static_cast<std::size_t>(k)] = outer_index % axis.extent;
-    outer_index /= axis.extent;
-    src_offset += index[static_cast<std::size_t>(k)] * axis.src_stride;
-    dst_offset += index[static_cast<std::size_t>(k)] * axis.dst_stride;
+  if (begin != 0) {
+    std::int64_t outer_index = begin / items_per_outer;
+    item = begin % items_per_outer;
+    for (int k = depth - 1; k >= 0; --k) {
+      const auto& axis = outer[static_cast<std::size_t>(k)];
+      index[static_cast<std::size_t>(k)] = outer_index % axis.extent;
+      outer_index /= axis.extent;
+      src_offset += index[static_cast<std::size_t>(k)] * axis.src_stride;
+      dst_offset += index[static_cast<std::size_t>(k)] * axis.dst_stride;
+    }
   }
   for (std::int64_t work = begin; work < end; ++work) {
     body(src_offset, dst_offset, item);
@@ -1116,23 +1157,10 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     return;
   }
   if (plan.shuffle) {
-    // Work items are blocks of the outermost repeat axis the call walks, each with whole runs, or
-    // chunks of one long run when there is nothing to repeat.
     const shuffle_tile& tile = *plan.shuffle;
-    const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
-    const std::int64_t call_bytes = run_bytes * tile.repeat.inner.extent;
     const bool two_levels = tile.repeat.outer.extent > 1;
     const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
-    const std::int64_t unit_bytes = two_levels ? call_bytes : run_bytes;
-    const std::int64_t chunk =
-        tile.repeat.inner.extent > 1 || two_levels
-            ? tile.run.extent
-            : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
-    const std::int64_t per_item =
-        std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
-    const std::int64_t run_items = (tile.run.extent + chunk - 1) / chunk;
-    const std::int64_t split_items_count = (split_axis.extent + per_item - 1) / per_item;
-    const std::int64_t items_per_outer = run_items * split_items_count;
+    const auto [chunk, per_item, run_items, items_per_outer] = tile.split;
     // A plan streams de-interleave rows that its strides keep on cache lines, which assumes a
     // destination that starts on a line. One that does not (numpy's buffers are 16-byte aligned)
     // would stream each row's middle lines and write its partial first and last lines with
@@ -1156,8 +1184,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-                      const std::int64_t first = (item % run_items) * chunk;
-                      const std::int64_t first_split = (item / run_items) * per_item;
+                      const std::int64_t first = run_items == 1 ? 0 : (item % run_items) * chunk;
+                      const std::int64_t first_split = (run_items == 1 ? item : item / run_items) * per_item;
                       shuffle_repeat repeat = tile.repeat;
                       if (off_lines) repeat.streaming = false;
                       permute_axis& part = two_levels ? repeat.outer : repeat.inner;
@@ -1176,7 +1204,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // The whole tensor is one contiguous run.
     const std::int64_t chunks = std::max<std::int64_t>(1, plan.total_bytes / bytes_per_work_item);
     const std::int64_t parts = std::min<std::int64_t>(chunks, threads);
-    runtime::parallel_for(parts, threads, [&](std::int64_t begin, std::int64_t end) {
+    split_items(parts, threads, [&](std::int64_t begin, std::int64_t end) {
       const std::int64_t first = detail::split_point(plan.total_bytes, parts, begin);
       const std::int64_t last = detail::split_point(plan.total_bytes, parts, end);
       std::memcpy(dst + first, src + first, static_cast<std::size_t>(last - first));

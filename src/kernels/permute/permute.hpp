@@ -135,6 +135,17 @@ shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool 
 /// ignores it.
 shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 
+/// How run_permute cuts an unstaged shuffle plan into work items: blocks of `per_item` positions of
+/// the outermost repeat axis the call walks (the split axis), each with whole runs, or chunks of
+/// `chunk` positions of one long run when nothing repeats. Worked out when the plan is made: its
+/// three divisions cost 10-15 ns on every call.
+struct shuffle_split {
+  std::int64_t chunk = 1;
+  std::int64_t per_item = 1;
+  std::int64_t run_items = 1;        ///< chunks per run
+  std::int64_t items_per_outer = 1;  ///< work items per position of the plan's outer axes
+};
+
 /// A B-way shuffle over a run axis whose one side is contiguous, chosen instead of a tile.
 struct shuffle_tile {
   shuffle_fn fn = nullptr;
@@ -152,6 +163,7 @@ struct shuffle_tile {
   /// of one run, B * run bytes) in an L1 buffer with this run copy, so the shuffle sees one long
   /// run per batch instead of one short run per repeat position.
   tile_kernel segment_copy;
+  shuffle_split split;  ///< set by plan_permute (unstaged plans)
 };
 
 struct gather_program;  // kernels/permute/gather.hpp
@@ -204,8 +216,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
 
 /// plan_permute through a per-thread cache of the last few problems, keyed by the axes, the element
 /// width, the active ISA and gather forcing. The one-shot API plans on every call, and planning
-/// (0.3-1 us, more where it builds a gather) is as long as copying 64 KiB.
-std::shared_ptr<const permute_plan> plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes);
+/// (0.3-1 us, more where it builds a gather) is as long as copying 64 KiB. The plan stays valid until
+/// this thread's next call (a shared pointer's two atomic count updates cost 5-10 ns a call).
+const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std::size_t element_bytes);
 
 /// Tests: plan a gather wherever one exists on this CPU, not only where it is the faster kernel;
 /// single_block: only single-block ones (gather_block_program_for), even where a periodic one exists.
