@@ -1269,7 +1269,8 @@ TEST_F(PermuteGather, RandomPermutationsMatchNaiveCopy) {
 // source starts within a line.
 void expect_prefetches_cover_loads(const gather_program& program) {
   for (std::int64_t start = 0; start < 64; ++start) {
-    auto line = [start](std::int64_t offset) { return (start + offset) / 64; };
+    // Lined windows may start up to 63 bytes before the period's source: floor division.
+    auto line = [start](std::int64_t offset) { return (start + offset + 64) / 64 - 1; };
     std::vector<std::int64_t> prefetched;
     for (std::int64_t offset : program.prefetch_offsets) prefetched.push_back(line(offset));
     for (const gather_step& step : program.steps) {
@@ -1284,18 +1285,68 @@ void expect_prefetches_cover_loads(const gather_program& program) {
   }
 }
 
-// Gathers whose every source stride is a multiple of 64 bytes carry a second program with its
-// windows on source lines, run where the source starts on a line: depth_to_space / space_to_depth
-// NCHW CRD of channel planes of whole lines, and of planes that are not (no second program). Each
-// window of a second program is one line; the source starts on a line (the second program runs)
-// and 8 and 16 bytes past one (numpy's alignment: the first runs), ending right before an
-// inaccessible page when its size allows; destination misaligned and guarded, one and two
-// threads, against the element loop.
+// The plan against the element loop with its source starting on a cache line (where a gather runs
+// its programs on source lines) and 8 and 16 bytes past one (numpy's alignment: its first program
+// runs), ending right before an inaccessible page when its size allows; destination misaligned and
+// guarded; one and two threads.
+void expect_matches_from_any_line_offset(const permute_plan& plan, const std::vector<permute_axis>& axes,
+                                         std::int64_t width, std::int64_t bytes, std::mt19937_64& rng) {
+  for (std::int64_t line_offset : {0, 8, 16}) {
+    const auto gap = static_cast<std::size_t>(((-bytes - line_offset) % 64 + 64) % 64);
+    guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(src.data()) % 64, static_cast<std::uintptr_t>(line_offset));
+    for (std::int64_t misalign : {0, 7}) {
+      std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
+      permute_naive(axes, src.data(), expected.data() + misalign, width);
+      for (int threads : {1, 2}) {
+        std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+        run_permute(plan, src.data(), actual.data() + misalign, threads);
+        ASSERT_EQ(actual, expected) << describe(plan) << " source line offset=" << line_offset
+                                    << " misalign=" << misalign << " threads=" << threads;
+      }
+    }
+  }
+}
+
+// Gathers whose source strides but the rows' are multiples of 64 bytes carry programs with their
+// windows on source lines, one per offset within a line the rows start at (up to 8): depth_to_space
+// / space_to_depth NCHW CRD of channel planes of whole lines (one program) and not (none), NHWC CRD
+// whose rows start 8-32 bytes apart within lines (two to eight). Every window of a program for rows
+// starting p bytes past a line starts p bytes before a line, no program takes more than one step
+// more than the plain one, every line a program loads is prefetched; each plan against the element
+// loop (expect_matches_from_any_line_offset).
 TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
   force_gather_for_testing(gather_forcing::any);
   std::mt19937_64 rng(31);
   int lined = 0;
+  int phased = 0;
   int gathers = 0;
+  auto check = [&](const std::vector<permute_axis>& axes, std::int64_t width, std::int64_t bytes) {
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (!plan.gather) return;
+    ++gathers;
+    const gather_tile& tile = *plan.gather;
+    if (!tile.lined_programs.empty()) {
+      ++lined;
+      if (tile.line_phase_rows > 1) ++phased;
+      EXPECT_EQ(static_cast<std::int64_t>(tile.lined_programs.size()),
+                std::min(tile.line_phase_rows, tile.rows.extent));
+      for (std::size_t j = 0; j < tile.lined_programs.size(); ++j) {
+        const gather_program& program = *tile.lined_programs[j];
+        const std::int64_t phase = static_cast<std::int64_t>(j) * tile.rows.src_stride % 64;
+        EXPECT_EQ(program.line_phase, phase) << describe(plan);
+        EXPECT_LE(program.steps_per_chunk(), tile.program->steps_per_chunk() + 1.0) << describe(plan);
+        for (const gather_step& step : program.steps) {
+          EXPECT_EQ((step.window_a + phase) % 64, 0) << describe(plan);
+          if (step.load_b != 0) {
+            EXPECT_EQ((step.window_b + phase) % 64, 0) << describe(plan);
+          }
+        }
+        expect_prefetches_cover_loads(program);
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_matches_from_any_line_offset(plan, axes, width, bytes, rng));
+  };
   for (const bool to_space : {true, false}) {
     for (std::int64_t b : {2, 3, 4}) {
       for (std::int64_t width : {1, 2, 4, 8}) {
@@ -1304,44 +1355,22 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
             // depth_to_space: [C, bh, bw, H, W] -> [C, H, bh, W, bw]; space_to_depth the reverse.
             const auto axes = to_space ? packed_transpose({channels, b, b, h, w}, {0, 3, 1, 4, 2}, width)
                                        : packed_transpose({channels, h, b, w, b}, {0, 2, 4, 1, 3}, width);
-            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-            if (!plan.gather) continue;
-            ++gathers;
-            if (plan.gather->lined_program) {
-              ++lined;
-              const gather_program& program = *plan.gather->lined_program;
-              EXPECT_TRUE(program.lined);
-              EXPECT_LE(program.steps_per_chunk(), plan.gather->program->steps_per_chunk() + 1.0) << describe(plan);
-              for (const gather_step& step : program.steps) {
-                EXPECT_EQ(step.window_a % 64, 0) << describe(plan);
-                if (step.load_b != 0) {
-                  EXPECT_EQ(step.window_b % 64, 0) << describe(plan);
-                }
-              }
-              expect_prefetches_cover_loads(program);
-            }
-            const std::int64_t bytes = channels * b * b * h * w * width;
-            for (std::int64_t line_offset : {0, 8, 16}) {
-              const auto gap = static_cast<std::size_t>(((-bytes - line_offset) % 64 + 64) % 64);
-              guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
-              ASSERT_EQ(reinterpret_cast<std::uintptr_t>(src.data()) % 64, static_cast<std::uintptr_t>(line_offset));
-              for (std::int64_t misalign : {0, 7}) {
-                std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
-                permute_naive(axes, src.data(), expected.data() + misalign, width);
-                for (int threads : {1, 2}) {
-                  std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-                  run_permute(plan, src.data(), actual.data() + misalign, threads);
-                  ASSERT_EQ(actual, expected) << describe(plan) << " source line offset=" << line_offset
-                                              << " misalign=" << misalign << " threads=" << threads;
-                }
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(check(axes, width, channels * b * b * h * w * width))
+                << "NCHW b=" << b << " C=" << channels << " width=" << width << " H=" << h << " W=" << w;
+          }
+          for (const auto& [h, w] : {std::pair<std::int64_t, std::int64_t>{3, 26}, {4, 13}, {2, 37}, {16, 26}}) {
+            // depth_to_space NHWC CRD: [H, W, C, bh, bw] -> [H, bh, W, bw, C]; space_to_depth the reverse.
+            const auto axes = to_space ? packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width)
+                                       : packed_transpose({h, b, w, b, channels}, {0, 2, 4, 1, 3}, width);
+            ASSERT_NO_FATAL_FAILURE(check(axes, width, channels * b * b * h * w * width))
+                << "NHWC b=" << b << " C=" << channels << " width=" << width << " H=" << h << " W=" << w;
           }
         }
       }
     }
   }
   EXPECT_GT(lined, 20);
+  EXPECT_GT(phased, 5);
   EXPECT_GT(gathers, lined);
 }
 

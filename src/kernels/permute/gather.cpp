@@ -12,11 +12,12 @@ struct program_key {
   std::size_t width = 0;
   std::int64_t stream_src_stride = 0;
   bool single_block = false;
-  bool lined = false;
+  std::int64_t line_phase = unlined;
 
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
-           lined == other.lined && std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
+           line_phase == other.line_phase &&
+           std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
 
@@ -42,10 +43,11 @@ std::vector<std::int64_t> block_map(std::span<const permute_axis> inner, std::si
 }
 
 // single_block: the program covers one block, rounded up to whole chunks (see
-// gather_block_program_for); else one period of blocks continued at stream_src_stride. lined:
-// windows on multiples of 64 bytes (see gather_program_for).
+// gather_block_program_for); else one period of blocks continued at stream_src_stride. line_phase:
+// see gather_program_for.
 std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
-                                            std::int64_t stream_src_stride, bool single_block, bool lined) {
+                                            std::int64_t stream_src_stride, bool single_block,
+                                            std::int64_t line_phase) {
   std::int64_t block = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : inner) block *= axis.extent;
   const std::int64_t period = single_block ? (block + 63) / 64 * 64 : std::lcm(block, std::int64_t{64});
@@ -55,7 +57,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
   auto program = std::make_shared<gather_program>();
   program->period_dst_bytes = period;
   program->single_block = single_block;
-  program->lined = lined;
+  program->line_phase = line_phase;
   program->period_src_bytes = (period / block) * stream_src_stride;
   std::array<std::int64_t, 64> offsets{};
   std::array<int, 64> order{};
@@ -85,7 +87,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
       const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
       if (windows_in_step == 0 || offset - window_start >= 64) {
         if (windows_in_step == 2) flush();
-        window_start = lined ? offset / 64 * 64 : offset;
+        window_start = line_phase == unlined ? offset : (offset + line_phase) / 64 * 64 - line_phase;
         (windows_in_step == 0 ? step.window_a : step.window_b) = window_start;
         ++windows_in_step;
       }
@@ -119,7 +121,8 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
 }
 
 std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
-                                                     std::int64_t stream_src_stride, bool single_block, bool lined) {
+                                                     std::int64_t stream_src_stride, bool single_block,
+                                                     std::int64_t line_phase) {
   // A few programs suffice: a process usually repeats a handful of shapes.
   constexpr std::size_t capacity = 16;
   static std::mutex mutex;
@@ -129,7 +132,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   key.width = width;
   key.stream_src_stride = stream_src_stride;
   key.single_block = single_block;
-  key.lined = lined;
+  key.line_phase = line_phase;
   {
     const std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < cache.size(); ++i) {
@@ -141,7 +144,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
       }
     }
   }
-  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride, single_block, lined);
+  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride, single_block, line_phase);
   const std::lock_guard lock(mutex);
   if (cache.size() == capacity) cache.pop_back();
   cache.insert(cache.begin(), {std::move(key), program});
@@ -151,13 +154,13 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
 }  // namespace
 
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                         std::int64_t stream_src_stride, bool lined) {
-  return cached_program(inner, width, stream_src_stride, false, lined);
+                                                         std::int64_t stream_src_stride, std::int64_t line_phase) {
+  return cached_program(inner, width, stream_src_stride, false, line_phase);
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                               bool lined) {
-  return cached_program(inner, width, 0, true, lined);
+                                                               std::int64_t line_phase) {
+  return cached_program(inner, width, 0, true, line_phase);
 }
 
 }  // namespace regrid::kernels

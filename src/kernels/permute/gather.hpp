@@ -40,7 +40,7 @@ struct gather_program {
   std::int64_t period_dst_bytes = 0;     ///< lcm(D, 64); a single block: D rounded up to 64
   std::int64_t period_src_bytes = 0;     ///< (period_dst_bytes / D) * S
   bool single_block = false;             ///< from gather_block_program_for
-  bool lined = false;                    ///< windows start on multiples of 64 bytes (see gather_program_for)
+  std::int64_t line_phase = -1;          ///< see gather_program_for; -1: unlined
   std::int64_t reach = 0;                ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
@@ -56,14 +56,17 @@ struct gather_program {
 /// would exceed max_gather_period_bytes. Programs are cached by their key: plans are made on
 /// every call, and building one costs microseconds.
 ///
-/// Windows start at the first byte they hold, unless `lined`: then each starts at the multiple of
-/// 64 bytes (from the period's source start) at or below that byte, so it covers exactly one source
-/// cache line wherever periods start on lines. A 64-byte load across two lines costs about as much
+/// Windows start at the first byte they hold (line_phase = unlined), or, with a line_phase in
+/// [0, 64), where the source cache line holding that byte starts, for periods whose source starts
+/// line_phase bytes past a line: each window is then exactly one line, and may start up to
+/// line_phase bytes before the period's source. A 64-byte load across two lines costs about as much
 /// as two (d2s NCHW CRD b2 of bytes at 64 KiB, modelled alone: 0.41 of memcpy with windows at the
 /// first byte, 0.61-0.66 on lines), which outweighs the extra steps of bytes that straddle lines.
 inline constexpr std::int64_t max_gather_period_bytes = 2048;
+inline constexpr std::int64_t unlined = -1;
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                         std::int64_t stream_src_stride, bool lined = false);
+                                                         std::int64_t stream_src_stride,
+                                                         std::int64_t line_phase = unlined);
 
 /// The program for one block of `inner` axes, when no stream continues it within that period (a
 /// row of 1023 bytes, a channel of 9 x 9 x 9): its period is the block rounded up to whole chunks,
@@ -71,7 +74,7 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 /// through the kernel's row-end path (whole chunks stored whole, the last one byte-masked), and the
 /// blocks' rows may lie anywhere. Null if the rounded block exceeds max_gather_period_bytes.
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                               bool lined = false);
+                                                               std::int64_t line_phase = unlined);
 
 /// The gather_fn of the avx512vbmi level.
 void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src,

@@ -517,7 +517,7 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
                       std::size_t taken, std::size_t block_axes) {
     if (kept && cost >= kept_cost) return;
     kept.emplace(
-        found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), nullptr, stream, {}, block, source_span},
+        found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), {}, 1, stream, {}, block, source_span},
                      taken, block_axes});
     kept_cost = cost;
   };
@@ -613,31 +613,52 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
   return plan.width < 8 || (plan.width < 16 && steps <= 2);
 }
 
-// Whether a step's windows can sit on source lines: every source stride a gather walk steps by
-// (the period's, the rows', every outer axis's, so also the row groups' and the work items') is a
-// multiple of 64 bytes, so that a source starting on a line puts every period's start on one.
-bool periods_keep_line_offset(const gather_tile& tile, const axis_list& outer) {
-  auto on_lines = [](const permute_axis& axis) { return axis.extent == 1 || axis.src_stride % 64 == 0; };
-  return tile.program->period_src_bytes % 64 == 0 && on_lines(tile.rows) && std::ranges::all_of(outer, on_lines);
-}
+// Rows of a gather whose windows can sit on source lines take at most this many programs, one per
+// offset within a line their starts cycle through; where that is more than one, each program's rows
+// hold this many bytes at least, it takes at most max_line_phase_step_growth times the steps, and
+// the output stays in the cache.
+constexpr std::int64_t max_line_phase_rows = 8;
+constexpr std::int64_t min_line_phase_class_bytes = 3072;
+constexpr double max_line_phase_step_growth = 1.3;
 
-// The tile's program with its windows on source lines, where periods keep the source's line offset
-// and it takes at most one step more per chunk; null otherwise. With lined windows forced on every
-// gather whose periods keep their line offset (64 KiB grid, 1 thread, alternating): where the steps
-// stayed the same, 1.04-1.50x; one step more, 0.96-1.34x (1.21-1.29x for 2 -> 3); more, 0.90-1.09x.
-// As chosen here (same-binary-pair A/B, three alternations): the 61 cells of the 64 KiB grid that
-// take it 1.25x (median 0.28 -> 0.37 of memcpy), the 12 at 1 MiB 1.20x (0.50 -> 0.63), none slower;
-// the rest of the grid 1.00x.
-std::shared_ptr<const gather_program> lined_program_for(const gather_tile& tile, const axis_list& outer,
-                                                        const axis_list& normalized, std::size_t block_axes,
-                                                        std::size_t width) {
-  if (!periods_keep_line_offset(tile, outer)) return nullptr;
+// The tile's programs with their windows on source lines (gather_tile::lined_programs), where
+// every source stride the walk steps by but the rows' (the period's, every outer axis's, so also
+// the row groups' and the work items') is a multiple of 64 bytes, the rows' start offsets within a
+// line cycle through at most max_line_phase_rows values, and no program takes more than one step
+// more per chunk (and where the rows take several, see max_line_phase_rows); none otherwise. With
+// lined windows forced on every gather whose periods all start on lines (64 KiB grid, 1 thread,
+// alternating): where the steps stayed the same, 1.04-1.50x; one step more, 0.96-1.34x
+// (1.21-1.29x for 2 -> 3); more, 0.90-1.09x. As chosen here, same-binary-pair A/Bs of three
+// alternations: rows all on lines, the 61 cells of the 64 KiB grid that take it 1.25x (median
+// 0.28 -> 0.37 of memcpy), the 12 at 1 MiB 1.20x (0.50 -> 0.63), none slower. Rows in 2-8 line
+// offsets, each offset's rows one call: without the limits, 0.67-1.38x over 58 cells, losing where
+// a program's rows held under 3 KiB (0.67-0.85x; each call sets up every chunk for few periods) or
+// it took 1.35x the steps or more (0.78-0.93x at 64 KiB). With the limits: 18 cells at 64 KiB 1.07x,
+// 19 at 1 MiB 1.12x; the 15 at 16 MiB 0.98x (0.74-1.21x; each offset's rows walked apart), which
+// keep the plain program.
+void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_list& normalized, std::size_t block_axes,
+                        std::size_t width, bool output_streams) {
+  auto on_lines = [](const permute_axis& axis) { return axis.extent == 1 || axis.src_stride % 64 == 0; };
+  if (tile.program->period_src_bytes % 64 != 0 || !std::ranges::all_of(outer, on_lines)) return;
+  const std::int64_t row_offset = tile.rows.extent == 1 ? 0 : tile.rows.src_stride % 64;
+  const std::int64_t cycle = 64 / std::gcd(row_offset, std::int64_t{64});
+  if (cycle > max_line_phase_rows) return;
+  const std::int64_t class_bytes = (tile.rows.extent + cycle - 1) / cycle * tile.stream.extent * tile.block_bytes;
+  if (cycle > 1 && (output_streams || class_bytes < min_line_phase_class_bytes)) return;
+  const double steps = tile.program->steps_per_chunk();
+  const double most_steps = cycle > 1 ? std::min(steps + 1.0, steps * max_line_phase_step_growth) : steps + 1.0;
   const std::span<const permute_axis> inner = std::span(normalized).last(block_axes);
-  std::shared_ptr<const gather_program> lined = tile.program->single_block
-                                                    ? gather_block_program_for(inner, width, true)
-                                                    : gather_program_for(inner, width, tile.stream.src_stride, true);
-  if (!lined || lined->steps_per_chunk() > tile.program->steps_per_chunk() + 1.0) return nullptr;
-  return lined;
+  std::vector<std::shared_ptr<const gather_program>> programs;
+  for (std::int64_t j = 0; j < std::min(cycle, tile.rows.extent); ++j) {
+    const std::int64_t phase = j * row_offset % 64;
+    std::shared_ptr<const gather_program> lined = tile.program->single_block
+                                                      ? gather_block_program_for(inner, width, phase)
+                                                      : gather_program_for(inner, width, tile.stream.src_stride, phase);
+    if (!lined || lined->steps_per_chunk() > most_steps) return;
+    programs.push_back(std::move(lined));
+  }
+  tile.lined_programs = std::move(programs);
+  tile.line_phase_rows = cycle;
 }
 
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
@@ -650,15 +671,15 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     return;
   }
   gather_candidates candidates = find_gathers(normalized, width);
-  std::optional<found_gather> found;
+  found_gather* found = nullptr;
   if (candidates.periodic &&
       gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
                    candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
-    found = std::move(candidates.periodic);
+    found = &*candidates.periodic;
   } else if (candidates.single_block &&
              block_gather_beats(plan, candidates.single_block->tile.program->steps_per_chunk(),
                                 candidates.single_block->tile.block_bytes)) {
-    found = std::move(candidates.single_block);
+    found = &*candidates.single_block;
   } else {
     return;
   }
@@ -669,7 +690,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     tile.rows = outer.back();
     outer.pop_back();
   }
-  tile.lined_program = lined_program_for(tile, outer, normalized, found->block_axes, width);
+  add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
   const std::int64_t total_bytes = plan.total_bytes;
   plan = permute_plan{};
   plan.outer = std::move(outer);
@@ -1006,6 +1027,26 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
   }
 }
 
+// A gather call's rows with their windows on source lines (gather_tile::lined_programs), `first`
+// being the first row's index along the rows axis: the rows whose starts share an offset within a
+// line go together, every line_phase_rows-th row, with their program.
+void run_lined_rows(const gather_tile& tile, const gather_rows& rows, std::int64_t first, const std::byte* src,
+                    std::byte* dst, const std::byte* src_end) {
+  const std::int64_t cycle = tile.line_phase_rows;
+  if (cycle == 1) {
+    tile.fn(*tile.lined_programs.front(), rows, src, dst, src_end);
+    return;
+  }
+  for (std::int64_t k = 0; k < std::min(cycle, rows.count); ++k) {
+    gather_rows part = rows;
+    part.count = (rows.count - k + cycle - 1) / cycle;
+    part.src_stride = cycle * rows.src_stride;
+    part.dst_stride = cycle * rows.dst_stride;
+    const auto program = static_cast<std::size_t>((first + k) % cycle);
+    tile.fn(*tile.lined_programs[program], part, src + k * rows.src_stride, dst + k * rows.dst_stride, src_end);
+  }
+}
+
 // parallel_for without the pool (and its std::function) when one thread does everything.
 template <class Body>
 void split_items(std::int64_t items, int threads, const Body& body) {
@@ -1089,8 +1130,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // Work items are blocks of whole rows, or runs of whole periods of one row when rows are long;
     // when all of a position's rows are short, blocks of the innermost outer axis, as groups.
     const gather_tile& tile = *plan.gather;
-    const gather_program& program =
-        tile.lined_program && reinterpret_cast<std::uintptr_t>(src) % 64 == 0 ? *tile.lined_program : *tile.program;
+    const bool lined = !tile.lined_programs.empty() && reinterpret_cast<std::uintptr_t>(src) % 64 == 0;
+    const gather_program& program = *tile.program;  // the periods are the same in every program
     const std::int64_t row_bytes = tile.stream.extent * tile.block_bytes;
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
@@ -1121,6 +1162,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     split_items(outer_count * row_items * items_per_row, threads, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(outer, row_items * items_per_row, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+                      std::int64_t first_row = 0;  // along the rows axis
                       gather_rows rows{.count = 1,
                                        .src_stride = tile.rows.src_stride,
                                        .dst_stride = tile.rows.dst_stride,
@@ -1138,6 +1180,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                       } else if (split_rows) {
                         const std::int64_t row = item / items_per_row;
                         const std::int64_t first = (item % items_per_row) * per_item;
+                        first_row = row;
                         src_offset += row * tile.rows.src_stride + first * program.period_src_bytes;
                         dst_offset += row * tile.rows.dst_stride + first * period;
                         rows.bytes = std::min(per_item * period, row_bytes - first * period);
@@ -1146,8 +1189,13 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                         src_offset += first * tile.rows.src_stride;
                         dst_offset += first * tile.rows.dst_stride;
                         rows.count = std::min(per_item, tile.rows.extent - first);
+                        first_row = first;
                       }
-                      tile.fn(program, rows, src + src_offset, dst + dst_offset, src_end);
+                      if (!lined) {
+                        tile.fn(program, rows, src + src_offset, dst + dst_offset, src_end);
+                        return;
+                      }
+                      run_lined_rows(tile, rows, first_row, src + src_offset, dst + dst_offset, src_end);
                     });
     });
     return;
@@ -1266,9 +1314,15 @@ std::string describe(const permute_plan& plan) {
     text += "] rows " + axis_text(plan.gather->rows) + " stream " + axis_text(plan.gather->stream) + " block " +
             std::to_string(plan.gather->block_bytes) + " period " + std::to_string(program.period_dst_bytes) +
             (program.single_block ? " single-block" : "") + " steps/chunk " + steps;
-    if (plan.gather->lined_program) {
-      std::snprintf(steps, sizeof steps, "%.2f", plan.gather->lined_program->steps_per_chunk());
-      text += std::string(" (on source lines ") + steps + ")";
+    if (!plan.gather->lined_programs.empty()) {
+      double most = 0;
+      for (const auto& lined : plan.gather->lined_programs) most = std::max(most, lined->steps_per_chunk());
+      std::snprintf(steps, sizeof steps, "%.2f", most);
+      text +=
+          std::string(" (on source lines ") + steps +
+          (plan.gather->line_phase_rows > 1 ? ", rows in " + std::to_string(plan.gather->line_phase_rows) + " phases"
+                                            : std::string()) +
+          ")";
     }
   } else if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) +

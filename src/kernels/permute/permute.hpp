@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/fixed_vector.hpp"
 #include "regrid/runtime.hpp"
@@ -188,10 +189,13 @@ using gather_fn = void (*)(const gather_program& program, const gather_rows& row
 struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
-  /// The same gather with its windows on source cache lines (gather_program_for's `lined`), run
-  /// instead where the source starts on a line: every source stride the walk steps by is a multiple
-  /// of 64 bytes, so every period then starts on a line too (null: not so, or more steps than pay).
-  std::shared_ptr<const gather_program> lined_program;
+  /// The same gather with its windows on source cache lines (gather_program_for's line_phase), run
+  /// instead where the source starts on a line (empty: none). Every source stride the walk steps by
+  /// but the rows' is a multiple of 64 bytes, so a row's periods all start at its offset within a
+  /// line, and rows r and r + line_phase_rows at the same one: lined_programs[j] serves rows j,
+  /// j + line_phase_rows, ... (one program per row there is, up to line_phase_rows).
+  std::vector<std::shared_ptr<const gather_program>> lined_programs;
+  std::int64_t line_phase_rows = 1;
   permute_axis stream;           ///< the axis continuing the destination blocks: dst stride = block_bytes
                                  ///< (extent 1 for a single-block program: rows of one block)
   permute_axis rows;             ///< the next axis out, walked inside a call (extent 1 if none)
