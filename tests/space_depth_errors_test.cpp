@@ -1,8 +1,10 @@
 // Every validation rule, with its exact sentence, and nothing written on error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "regrid/regrid.hpp"
 #include "support/strided.hpp"
@@ -200,6 +202,37 @@ TEST(SpaceDepthOperands, MismatchedOutputsAreRejectedWithoutWriting) {
   expect_rejected_untouched(
       bad_rule, [&] { space_to_depth(x, bad_rule.view(), {.block_size = 3}); },
       "space_to_depth: input height 4 is not divisible by block_size 3");
+}
+
+// A repeated call reuses its validated description, buffer extents included: only the pointers are
+// new, and the overlap check must still see them. The input here runs backwards (negative strides),
+// so its memory lies below its data pointer: an output placed just below that pointer overlaps it,
+// one just above does not. Nothing is written when the call is rejected.
+TEST(SpaceDepthOperands, RepeatedCallsCheckOverlapFromTheirPointers) {
+  tensor buffer(dtype::float32, {3, 64});
+  auto* base = buffer.data_as<float>();
+  for (int i = 0; i < 3 * 64; ++i) base[i] = static_cast<float>(i);
+  // Input elements at data - 15 .. data (strides all negative), output 16 contiguous elements.
+  const shape_t in_shape{1, 1, 4, 4};
+  const shape_t in_strides{-16, -16, -4, -1};
+  const shape_t out_shape{1, 4, 2, 2};
+  const tensor_view input(buffer.data() + 79 * 4, dtype::float32, in_shape, in_strides);  // elements 64..79
+  for (int offset : {80, 96, 100}) {  // each just above the input: separate buffers
+    const mutable_tensor_view output(buffer.data() + offset * 4, dtype::float32, out_shape);
+    EXPECT_NO_THROW(space_to_depth(input, output, {.block_size = 2})) << offset;
+  }
+  const std::vector<float> before(base, base + 3 * 64);
+  for (int offset : {50, 64, 70}) {  // below or inside the input's elements
+    const mutable_tensor_view output(buffer.data() + offset * 4, dtype::float32, out_shape);
+    try {
+      space_to_depth(input, output, {.block_size = 2});
+      ADD_FAILURE() << "output at element " << offset << " was accepted";
+    } catch (const error& failure) {
+      EXPECT_STREQ(failure.what(),
+                   "space_to_depth: input and output memory overlap; the output must be a separate buffer");
+    }
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), base)) << "written at element " << offset;
+  }
 }
 
 TEST(SpaceDepthOperands, OverlappingMemoryIsRejected) {
