@@ -34,13 +34,16 @@ struct alignas(64) gather_step {
   std::uint64_t take = 0;    ///< the output bytes of the chunk this step supplies
 };
 
+/// A program's line_phase where its windows start at their first byte (see gather_program_for).
+inline constexpr std::int64_t unlined = -1;
+
 struct gather_program {
   std::vector<gather_step> steps;        ///< chunk after chunk
   std::vector<std::uint32_t> chunk_end;  ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
   std::int64_t period_dst_bytes = 0;     ///< lcm(D, 64); a single block: D rounded up to 64
   std::int64_t period_src_bytes = 0;     ///< (period_dst_bytes / D) * S
   bool single_block = false;             ///< from gather_block_program_for
-  std::int64_t line_phase = -1;          ///< see gather_program_for; -1: unlined
+  std::int64_t line_phase = unlined;     ///< see gather_program_for
   std::int64_t reach = 0;                ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
@@ -63,7 +66,6 @@ struct gather_program {
 /// as two (d2s NCHW CRD b2 of bytes at 64 KiB, modelled alone: 0.41 of memcpy with windows at the
 /// first byte, 0.61-0.66 on lines), which outweighs the extra steps of bytes that straddle lines.
 inline constexpr std::int64_t max_gather_period_bytes = 2048;
-inline constexpr std::int64_t unlined = -1;
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride,
                                                          std::int64_t line_phase = unlined);

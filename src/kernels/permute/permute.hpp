@@ -164,7 +164,7 @@ struct shuffle_tile {
   /// of one run, B * run bytes) in an L1 buffer with this run copy, so the shuffle sees one long
   /// run per batch instead of one short run per repeat position.
   tile_kernel segment_copy;
-  shuffle_split split;  ///< set by plan_permute (unstaged plans)
+  shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
 };
 
 struct gather_program;  // kernels/permute/gather.hpp
