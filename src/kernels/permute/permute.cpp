@@ -550,10 +550,12 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
 // wherever a chunk takes three steps or more. Rows under 256 bytes lose too (0.13-0.5x against the
 // VBMI 3-way shuffle of 11-27 byte runs), rows of 441 bytes or more won 1.7-32x: a row's partial
 // period and its call cost as much as several whole periods. Two exceptions pay for more steps:
-// 3- and 9-way shuffles of runs under 16 bytes (general permutes, up to 3 steps), and staged
-// shuffles whose calls move under 256 bytes (one input pixel of NHWC CRD, say), where the call and
-// staging overhead per few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells;
-// under 256 bytes even up to 8, see moves_tiny_pieces).
+// 3- and 9-way shuffles of runs under 64 bytes (general permutes, up to 3 steps; the runs of
+// 16-32 bytes, all 9-way in the grid, were measured against the shuffle with constant masks:
+// 1.04-2.4x on 17 of 18 cells, 0.97x on one at 16 MiB), and staged shuffles whose calls move
+// under 256 bytes (one input pixel of NHWC CRD, say), where the call and staging overhead per
+// few hundred bytes outweighs up to 4 steps per chunk (2.1x over 107 cells; under 256 bytes even
+// up to 8, see moves_tiny_pieces).
 // Since chunks are built in registers (each cell alone, old rule against new, same run), the
 // 8- and 16-way network shuffles of runs of 16-63 bytes lose to two-step gathers too (97 cells:
 // 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
@@ -571,7 +573,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     // their place.
     if (tile.repeat.assembled && (!tile.interleave || run_bytes < min_assembled_run_bytes)) return false;
     if (tile.segment_copy.copy == nullptr) {
-      if (!power_of_two && run_bytes < 16 && steps <= 3) return true;
+      if (!power_of_two && run_bytes < 64 && steps <= 3) return true;
       return steps <= 2 && run_bytes < 64;
     }
     const std::int64_t call_bytes = staged_call_bytes(plan);
