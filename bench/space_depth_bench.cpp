@@ -1,6 +1,7 @@
 // SpaceToDepth / DepthToSpace under Google Benchmark: every case of the grid (--quick subset by
 // default; REGRID_BENCH_FULL=1 for the full grid), with counters for GB/s (read + written) and
-// the ratio to a memcpy of the same bytes measured interleaved in the same process.
+// the ratios to a memcpy and to a plain vector copy (bench::vector_copy) of the same bytes, measured
+// interleaved in the same process.
 //
 //   build/release/bench/regrid_space_depth_bench [--threads=N] [--benchmark_filter=NHWC]
 #include <benchmark/benchmark.h>
@@ -30,10 +31,11 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c,
       regrid::depth_to_space(src_view, dst_view, options);
     benchmark::DoNotOptimize(dst.data());
   }
-  const regrid::bench::timing t = regrid::bench::measure(c, threads, 5);
+  const regrid::bench::timing t = regrid::bench::measure(c, threads, 5, 0, true);
   state.counters["GB/s"] = t.gigabytes_per_second(c.bytes);
   state.counters["memcpy_GB/s"] = 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9;
   state.counters["ratio"] = t.ratio();
+  state.counters["vector_copy_ratio"] = t.vector_copy_ratio();
   state.SetBytesProcessed(state.iterations() * 2 * c.bytes);
 }
 

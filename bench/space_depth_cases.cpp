@@ -1,10 +1,14 @@
 #include "space_depth_cases.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/thread_pool.hpp"
 
@@ -119,6 +123,65 @@ std::vector<space_depth_case> make_grid(const grid_options& options) {
   return grid;
 }
 
+namespace {
+
+// Four vectors per iteration (all loaded, then all stored), then single vectors, then the last
+// vector ending the copy (overlapping the one before): the shape of regrid's run copies, unrolled
+// like glibc's loop. `move<N>(dst, src)` copies N vectors of V bytes.
+template <std::size_t V, class Move>
+inline __attribute__((always_inline)) void copy_by_vectors(std::byte* dst, const std::byte* src, std::size_t bytes,
+                                                           Move move) {
+  if (bytes < V) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::size_t offset = 0;
+  for (; offset + 4 * V <= bytes; offset += 4 * V) move(std::integral_constant<int, 4>{}, dst + offset, src + offset);
+  for (; offset + V <= bytes; offset += V) move(std::integral_constant<int, 1>{}, dst + offset, src + offset);
+  if (offset < bytes) move(std::integral_constant<int, 1>{}, dst + bytes - V, src + bytes - V);
+}
+
+// The vector widths' loops, compiled for their ISAs (with their lambdas) whatever the file's flags.
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+void copy_avx512(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  copy_by_vectors<64>(dst, src, bytes, [](auto count, std::byte* d, const std::byte* s) {
+    __m512i v[count()];
+    for (int i = 0; i < count(); ++i) v[i] = _mm512_loadu_si512(s + 64 * i);
+    for (int i = 0; i < count(); ++i) _mm512_storeu_si512(d + 64 * i, v[i]);
+  });
+}
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+void copy_avx2(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  copy_by_vectors<32>(dst, src, bytes, [](auto count, std::byte* d, const std::byte* s) {
+    __m256i v[count()];
+    for (int i = 0; i < count(); ++i) v[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32 * i));
+    for (int i = 0; i < count(); ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * i), v[i]);
+  });
+}
+#pragma GCC pop_options
+
+void copy_words(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  copy_by_vectors<8>(dst, src, bytes, [](auto count, std::byte* d, const std::byte* s) {
+    std::uint64_t v[count()];
+    std::memcpy(v, s, sizeof v);
+    std::memcpy(d, v, sizeof v);
+  });
+}
+
+}  // namespace
+
+void vector_copy(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept {
+  switch (active_isa()) {
+    case isa::avx512:
+    case isa::avx512vbmi: copy_avx512(dst, src, bytes); break;
+    case isa::avx2: copy_avx2(dst, src, bytes); break;
+    case isa::scalar: copy_words(dst, src, bytes); break;
+  }
+}
+
 int take_threads_flag(int& argc, char** argv) {
   if (argc < 2 || std::strncmp(argv[1], "--threads=", 10) != 0) return 1;
   const int threads = std::max(1, std::atoi(argv[1] + 10));
@@ -127,7 +190,8 @@ int take_threads_flag(int& argc, char** argv) {
   return threads;
 }
 
-timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes) {
+timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes,
+               bool with_vector_copy) {
   const space_depth_options options = options_of(c);
   tensor src(c.type, c.input_shape);
   const shape_t out_shape =
@@ -145,6 +209,11 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   auto copy = [&] {
     runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
       std::memcpy(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
+    });
+  };
+  auto copy_with_vectors = [&] {
+    runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
+      vector_copy(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
     });
   };
   // Views are built once, as a runtime holding its tensors' views would: building one copies its
@@ -165,11 +234,19 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   // Warm both (page faults, caches), then interleave so drift hits both equally.
   copy();
   run();
+  if (with_vector_copy) copy_with_vectors();
   // Small cases repeat inside each sample so that a sample lasts at least ~0.2 ms.
   const int inner = static_cast<int>(std::clamp<std::int64_t>((256 << 10) / std::max<std::int64_t>(c.bytes, 1), 1, 64));
   std::vector<double> op_times;
   std::vector<double> copy_times;
+  std::vector<double> vector_copy_times;
   for (int r = 0; r < repetitions; ++r) {
+    if (with_vector_copy) {
+      vector_copy_times.push_back(seconds([&] {
+                                    for (int i = 0; i < inner; ++i) copy_with_vectors();
+                                  }) /
+                                  inner);
+    }
     copy_times.push_back(seconds([&] {
                            for (int i = 0; i < inner; ++i) copy();
                          }) /
@@ -182,7 +259,9 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   set_num_threads(saved);
   std::sort(op_times.begin(), op_times.end());
   std::sort(copy_times.begin(), copy_times.end());
-  return {op_times[op_times.size() / 2], copy_times[copy_times.size() / 2]};
+  std::sort(vector_copy_times.begin(), vector_copy_times.end());
+  return {op_times[op_times.size() / 2], copy_times[copy_times.size() / 2],
+          with_vector_copy ? vector_copy_times[vector_copy_times.size() / 2] : 0.0};
 }
 
 }  // namespace regrid::bench

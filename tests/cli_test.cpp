@@ -12,6 +12,7 @@
 
 #include "io/npy.hpp"
 #include "regrid/regrid.hpp"
+#include "space_depth_cases.hpp"
 
 namespace regrid {
 namespace {
@@ -203,6 +204,51 @@ TEST_F(Cli, BenchTimesOutputsOffCacheLines) {
         << refused.err;
     EXPECT_EQ(refused.out.find("s2d/"), std::string::npos) << refused.out;
   }
+}
+
+// `bench --vector-copy` times a copy by plain vector loads and stores beside memcpy and reports
+// the op's ratio to it on every line (GB/s and ratio, both positive) and in the summary.
+TEST_F(Cli, BenchReportsTheRatioToAVectorCopy) {
+  const run_result bench =
+      run("bench --threads 1 --repetitions 1 --sizes-kib 64 --vector-copy --filter s2d/NCHW/DCR/x32/b2/c1/");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  EXPECT_NE(bench.out.find("vratio = vector copy time / op time"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("vmedian"), std::string::npos) << bench.out;
+  const std::size_t line_start = bench.out.find("s2d/NCHW/DCR/x32/b2/c1/64KiB");
+  ASSERT_NE(line_start, std::string::npos) << bench.out;
+  std::istringstream line(bench.out.substr(line_start, bench.out.find('\n', line_start) - line_start));
+  std::string name;
+  long long bytes = 0;
+  int threads = 0;
+  double op_rate = 0, copy_rate = 0, ratio = 0, vector_copy_rate = 0, vector_copy_ratio = 0;
+  line >> name >> bytes >> threads >> op_rate >> copy_rate >> ratio >> vector_copy_rate >> vector_copy_ratio;
+  ASSERT_FALSE(line.fail()) << line.str();
+  EXPECT_GT(vector_copy_rate, 0.0) << line.str();
+  EXPECT_NEAR(vector_copy_ratio, op_rate / vector_copy_rate, 0.01 + 0.01 * vector_copy_ratio) << line.str();
+}
+
+// The bench's vector copy copies exactly the bytes asked for, under every ISA cap the host
+// allows, at every length around its vector and unrolled-loop boundaries and off alignment.
+TEST(BenchVectorCopy, CopiesExactlyTheBytesAskedForUnderEveryIsa) {
+  const isa saved = active_isa();
+  std::vector<std::byte> source(1200);
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::byte>(i * 7 + 3);
+  for (isa cap : {isa::scalar, isa::avx2, isa::avx512}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (std::size_t offset : {0, 1, 13, 64}) {
+      for (std::size_t bytes = 0; bytes + offset + 8 <= 1100; bytes += bytes < 300 ? 1 : 97) {
+        std::vector<std::byte> destination(1200, std::byte{0xee});
+        bench::vector_copy(destination.data() + offset, source.data() + 3, bytes);
+        for (std::size_t i = 0; i < destination.size(); ++i) {
+          const bool copied = i >= offset && i < offset + bytes;
+          ASSERT_EQ(destination[i], copied ? source[3 + i - offset] : std::byte{0xee})
+              << to_string(cap) << " offset " << offset << " bytes " << bytes << " at " << i;
+        }
+      }
+    }
+  }
+  set_max_isa(saved);
 }
 
 }  // namespace

@@ -42,7 +42,14 @@ int run_bench(const bench_request& request) {
     std::printf("outputs (and memcpy's destinations) start %lld bytes past a 64-byte boundary\n",
                 static_cast<long long>(request.dst_offset_bytes));
   }
-  std::printf("%-44s %10s %3s %9s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio");
+  if (request.vector_copy) {
+    std::printf("vratio = vector copy time / op time: the same bytes copied by plain %s vector loads and stores\n",
+                std::string(to_string(active_isa())).c_str());
+    std::printf("%-44s %10s %3s %9s %9s %6s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio",
+                "vcp GB/s", "vratio");
+  } else {
+    std::printf("%-44s %10s %3s %9s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio");
+  }
   struct group_key {
     std::string group;
     int threads;
@@ -52,23 +59,40 @@ int run_bench(const bench_request& request) {
     }
   };
   std::map<group_key, std::vector<double>> ratios;
+  std::map<group_key, std::vector<double>> vector_copy_ratios;
   for (const auto& c : grid) {
     for (int threads : thread_counts) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
-      const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes);
-      std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f\n", c.name().c_str(), static_cast<long long>(c.bytes), threads,
-                  t.gigabytes_per_second(c.bytes), 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9,
-                  t.ratio());
+      const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes, request.vector_copy);
+      const auto gigabytes_per_second = [&](double seconds) {
+        return 2.0 * static_cast<double>(c.bytes) / seconds / 1e9;
+      };
+      std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f", c.name().c_str(), static_cast<long long>(c.bytes), threads,
+                  t.gigabytes_per_second(c.bytes), gigabytes_per_second(t.memcpy_seconds), t.ratio());
+      if (request.vector_copy) {
+        std::printf(" %9.2f %6.2f", gigabytes_per_second(t.vector_copy_seconds), t.vector_copy_ratio());
+      }
+      std::printf("\n");
       std::fflush(stdout);
-      ratios[{c.group(), threads, c.target_bytes < (1 << 20)}].push_back(t.ratio());
+      const group_key key{c.group(), threads, c.target_bytes < (1 << 20)};
+      ratios[key].push_back(t.ratio());
+      if (request.vector_copy) vector_copy_ratios[key].push_back(t.vector_copy_ratio());
     }
   }
-  std::printf("\nsummary: ratio to memcpy per layout x element width (min / median over cases)\n");
-  std::printf("%-16s %3s %-8s %6s %6s %6s\n", "group", "thr", "sizes", "cases", "min", "median");
+  std::printf("\nsummary: ratio to memcpy per layout x element width (min / median over cases)%s\n",
+              request.vector_copy ? ", then to the vector copy" : "");
+  std::printf("%-16s %3s %-8s %6s %6s %6s", "group", "thr", "sizes", "cases", "min", "median");
+  std::printf(request.vector_copy ? " %6s %6s\n" : "\n", "vmin", "vmedian");
   for (auto& [key, values] : ratios) {
     std::sort(values.begin(), values.end());
-    std::printf("%-16s %3d %-8s %6zu %6.2f %6.2f\n", key.group.c_str(), key.threads, key.small ? "64KiB" : ">=1MiB",
+    std::printf("%-16s %3d %-8s %6zu %6.2f %6.2f", key.group.c_str(), key.threads, key.small ? "64KiB" : ">=1MiB",
                 values.size(), values.front(), values[values.size() / 2]);
+    if (request.vector_copy) {
+      std::vector<double>& vector_values = vector_copy_ratios[key];
+      std::sort(vector_values.begin(), vector_values.end());
+      std::printf(" %6.2f %6.2f", vector_values.front(), vector_values[vector_values.size() / 2]);
+    }
+    std::printf("\n");
   }
   return 0;
 }

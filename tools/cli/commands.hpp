@@ -63,6 +63,7 @@ struct bench_request {
   std::string filter;                   // substring of the case names
   int repetitions = 7;
   std::int64_t dst_offset_bytes = 0;  // outputs start this far past a 64-byte boundary
+  bool vector_copy = false;           // also time bench::vector_copy and report the ratio to it
 };
 
 /// SpaceToDepth / DepthToSpace against memcpy over the benchmark grid (see bench/).

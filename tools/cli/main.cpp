@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
                    "start every output (and memcpy's destination) this many bytes past a 64-byte boundary, "
                    "as numpy's 16-byte aligned out= arrays do: 0, 8, 16, ..., 56")
       ->capture_default_str();
+  bench_command->add_flag("--vector-copy", bench_request.vector_copy,
+                          "also time a copy by plain vector loads and stores (regrid's store path) and report "
+                          "the ratio to it: below 1 MiB glibc's memcpy uses rep movsb, faster than any vector "
+                          "loop on some CPUs");
   bench_command->callback([&selected] { selected = bench; });
   app.add_subcommand("demo", "Run the seed documents' worked examples and check them")->callback([&selected] {
     selected = demo;
