@@ -198,6 +198,35 @@ TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
   set_num_threads(saved);
 }
 
+// Small channels-first K = 3 DCR depth_to_space tensors (the benchmark grid's 64 KiB cells of
+// blocks 4 and 8): staged interleaves whose groups of 4-8 positions share each output line, the
+// segments copied out group-innermost (permute.cpp, run_staged), == reference on 1 and 2 threads.
+TEST(SpaceDepthStaged, InterleavesWhoseGroupsShareLinesMatchTheReference) {
+  std::mt19937_64 rng(31);
+  const int saved = num_threads();
+  const struct {
+    shape_t depth_shape;
+    std::int64_t block;
+  } cases[] = {{{1, 1024, 4, 4, 4}, 4}, {{1, 4096, 3, 3, 3}, 4}, {{1, 8192, 2, 2, 2}, 8}, {{1, 4096, 2, 2, 2}, 4},
+               {{2, 1024, 3, 3, 3}, 4}, {{1, 8192, 1, 1, 1}, 8}, {{1, 512, 2, 3, 4}, 8}};
+  for (const auto& c : cases) {
+    for (dtype type : {dtype::uint8, dtype::float16, dtype::float32, dtype::float64}) {
+      const space_depth_options options{.block_size = c.block, .layout = layout::channels_first, .mode = mode::dcr};
+      const tensor y = random_tensor(type, c.depth_shape, rng);
+      const shape_t space_shape = depth_to_space_shape(c.depth_shape, options);
+      tensor expected(type, space_shape);
+      reference::depth_to_space(y, expected.mutable_view(), options);
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        tensor out = filled_tensor(type, space_shape, std::byte{0x5a});
+        depth_to_space(y, out.mutable_view(), options);
+        EXPECT_TRUE(same_bytes(out, expected)) << to_string(type) << " block " << c.block << " threads " << threads;
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
 // Every dtype moves bit for bit, quantized ones with their parameters passed through.
 TEST(SpaceDepthTypes, EveryDtypeRoundTripsAndKeepsQuantization) {
   std::mt19937_64 rng(5);
