@@ -957,6 +957,19 @@ void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::in
   }
 }
 
+// The same tile walked with its planes axis innermost: (rows, cols, planes).
+tile_shape planes_innermost(const tile_shape& t) {
+  return {.planes = t.rows,
+          .rows = t.cols,
+          .cols = t.planes,
+          .src_plane = t.src_row,
+          .src_row = t.src_col,
+          .src_col = t.src_plane,
+          .dst_plane = t.dst_row,
+          .dst_row = t.dst_col,
+          .dst_col = t.dst_plane};
+}
+
 // One call of a staged shuffle (see shuffle_tile::segment_copy): batches of whole segments go
 // through an L1 buffer. A batch is whole inner rows when they fit, else part of one inner row;
 // either way its segments are consecutive on the far side, so one shuffle call covers it. With
@@ -1001,24 +1014,16 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
       // a line or more (0.72-0.82x).
       const bool fills_lines =
           group.extent >= 4 && segment < 64 && near_plane == segment && group.extent * segment == near(repeat.inner);
-      const tile_shape unpack = fills_lines ? tile_shape{.planes = rows,
-                                                         .rows = cols,
-                                                         .cols = group.extent,
-                                                         .src_plane = cols * segment,
-                                                         .src_row = segment,
-                                                         .src_col = plane_bytes,
-                                                         .dst_plane = near(repeat.outer),
-                                                         .dst_row = near(repeat.inner),
-                                                         .dst_col = near_plane}
-                                            : tile_shape{.planes = group.extent,
-                                                         .rows = rows,
-                                                         .cols = cols,
-                                                         .src_plane = plane_bytes,
-                                                         .src_row = cols * segment,
-                                                         .src_col = segment,
-                                                         .dst_plane = near_plane,
-                                                         .dst_row = near(repeat.outer),
-                                                         .dst_col = near(repeat.inner)};
+      const tile_shape by_plane{.planes = group.extent,
+                                .rows = rows,
+                                .cols = cols,
+                                .src_plane = plane_bytes,
+                                .src_row = cols * segment,
+                                .src_col = segment,
+                                .dst_plane = near_plane,
+                                .dst_row = near(repeat.outer),
+                                .dst_col = near(repeat.inner)};
+      const tile_shape unpack = fills_lines ? planes_innermost(by_plane) : by_plane;
       tile.segment_copy.copy(buffer, dst + near_offset, unpack, static_cast<std::size_t>(segment));
     } else {
       // Buffer order: the packing kernel's whole-vector stores run past each segment's end.
