@@ -33,7 +33,7 @@ void run_case(benchmark::State& state, const regrid::bench::space_depth_case& c,
   }
   const regrid::bench::timing t = regrid::bench::measure(c, threads, 5, 0, true);
   state.counters["GB/s"] = t.gigabytes_per_second(c.bytes);
-  state.counters["memcpy_GB/s"] = 2.0 * static_cast<double>(c.bytes) / t.memcpy_seconds / 1e9;
+  state.counters["memcpy_GB/s"] = regrid::bench::timing::gigabytes_per_second(c.bytes, t.memcpy_seconds);
   state.counters["ratio"] = t.ratio();
   state.counters["vector_copy_ratio"] = t.vector_copy_ratio();
   state.SetBytesProcessed(state.iterations() * 2 * c.bytes);

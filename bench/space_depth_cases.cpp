@@ -206,16 +206,13 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   // memcpy split over the same thread pool the operators use, under the same rule: no threads
   // below 64 KiB, where a hand-off costs more than it saves.
   const int copy_threads = bytes < (64U << 10) ? 1 : threads;
-  auto copy = [&] {
+  auto split = [&](auto copy_part) {
     runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
-      std::memcpy(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
+      copy_part(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
     });
   };
-  auto copy_with_vectors = [&] {
-    runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
-      vector_copy(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
-    });
-  };
+  auto copy = [&] { split([](std::byte* d, const std::byte* s, std::size_t n) { std::memcpy(d, s, n); }); };
+  auto copy_with_vectors = [&] { split(vector_copy); };
   // Views are built once, as a runtime holding its tensors' views would: building one copies its
   // shape and strides, which is the caller's cost, not the operator's.
   const tensor_view src_view = src.view();
@@ -237,31 +234,28 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   if (with_vector_copy) copy_with_vectors();
   // Small cases repeat inside each sample so that a sample lasts at least ~0.2 ms.
   const int inner = static_cast<int>(std::clamp<std::int64_t>((256 << 10) / std::max<std::int64_t>(c.bytes, 1), 1, 64));
+  // One sample: the mean time of `inner` calls.
+  auto sample = [&](auto body) {
+    return seconds([&] {
+             for (int i = 0; i < inner; ++i) body();
+           }) /
+           inner;
+  };
   std::vector<double> op_times;
   std::vector<double> copy_times;
   std::vector<double> vector_copy_times;
   for (int r = 0; r < repetitions; ++r) {
-    if (with_vector_copy) {
-      vector_copy_times.push_back(seconds([&] {
-                                    for (int i = 0; i < inner; ++i) copy_with_vectors();
-                                  }) /
-                                  inner);
-    }
-    copy_times.push_back(seconds([&] {
-                           for (int i = 0; i < inner; ++i) copy();
-                         }) /
-                         inner);
-    op_times.push_back(seconds([&] {
-                         for (int i = 0; i < inner; ++i) run();
-                       }) /
-                       inner);
+    if (with_vector_copy) vector_copy_times.push_back(sample(copy_with_vectors));
+    copy_times.push_back(sample(copy));
+    op_times.push_back(sample(run));
   }
   set_num_threads(saved);
-  std::sort(op_times.begin(), op_times.end());
-  std::sort(copy_times.begin(), copy_times.end());
-  std::sort(vector_copy_times.begin(), vector_copy_times.end());
-  return {op_times[op_times.size() / 2], copy_times[copy_times.size() / 2],
-          with_vector_copy ? vector_copy_times[vector_copy_times.size() / 2] : 0.0};
+  auto median = [](std::vector<double>& times) {
+    if (times.empty()) return 0.0;
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  return {median(op_times), median(copy_times), median(vector_copy_times)};
 }
 
 }  // namespace regrid::bench

@@ -45,8 +45,12 @@ struct timing {
   double vector_copy_seconds = 0;
   [[nodiscard]] double ratio() const { return memcpy_seconds / op_seconds; }
   [[nodiscard]] double vector_copy_ratio() const { return vector_copy_seconds / op_seconds; }
+  /// GB/s (read + written) of moving `bytes` in `seconds`.
+  [[nodiscard]] static double gigabytes_per_second(std::int64_t bytes, double seconds) {
+    return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
+  }
   [[nodiscard]] double gigabytes_per_second(std::int64_t bytes) const {
-    return 2.0 * static_cast<double>(bytes) / op_seconds / 1e9;
+    return gigabytes_per_second(bytes, op_seconds);
   }
 };
 

@@ -65,7 +65,7 @@ int run_bench(const bench_request& request) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
       const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes, request.vector_copy);
       const auto gigabytes_per_second = [&](double seconds) {
-        return 2.0 * static_cast<double>(c.bytes) / seconds / 1e9;
+        return bench::timing::gigabytes_per_second(c.bytes, seconds);
       };
       std::printf("%-44s %10lld %3d %9.2f %9.2f %6.2f", c.name().c_str(), static_cast<long long>(c.bytes), threads,
                   t.gigabytes_per_second(c.bytes), gigabytes_per_second(t.memcpy_seconds), t.ratio());
