@@ -719,6 +719,30 @@ TEST(PermuteRun, TransposesTakeTheSourceContiguousAxisWhereverItLies) {
   }
 }
 
+// Runs `kernel` over tile `t` of `width`-byte runs from random bytes into a destination `misalign`
+// bytes past a cache line; true when it equals the plain run-by-run copy, the bytes between runs
+// untouched.
+bool tile_copy_matches(const tile_kernel& kernel, const tile_shape& t, std::int64_t width, std::int64_t misalign,
+                       std::mt19937_64& rng) {
+  std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
+  const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
+  std::vector<std::byte> expected(span + 64, std::byte{0x5A});
+  std::vector<std::byte> actual(span + 64, std::byte{0x5A});
+  std::byte* expected_at = line_start(expected) + misalign;
+  for (std::int64_t p = 0; p < t.planes; ++p) {
+    for (std::int64_t r = 0; r < t.rows; ++r) {
+      for (std::int64_t c = 0; c < t.cols; ++c) {
+        std::memcpy(expected_at + p * t.dst_plane + r * t.dst_row + c * t.dst_col,
+                    src.data() + p * t.src_plane + r * t.src_row + c * t.src_col, static_cast<std::size_t>(width));
+      }
+    }
+  }
+  kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
+  return std::equal(line_start(actual), line_start(actual) + span, line_start(expected));
+}
+
 // The streaming run copy that outputs larger than the cache take: straight through the kernel,
 // every start within a cache line (partial first and last lines), planes, rows and columns, with
 // the columns continuing the destination (and the rows continuing the columns, and the planes
@@ -757,26 +781,7 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
                            .dst_plane = along.plane,
                            .dst_row = along.row,
                            .dst_col = along.col};
-        std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
-        for (auto& v : src) v = static_cast<std::byte>(rng());
-        // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
-        const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
-        std::vector<std::byte> expected(span + 64, std::byte{0x5A});
-        std::vector<std::byte> actual(span + 64, std::byte{0x5A});
-        std::byte* expected_at = line_start(expected) + misalign;
-        for (std::int64_t p = 0; p < t.planes; ++p) {
-          for (std::int64_t r = 0; r < t.rows; ++r) {
-            for (std::int64_t c = 0; c < t.cols; ++c) {
-              std::memcpy(expected_at + p * t.dst_plane + r * t.dst_row + c * t.dst_col,
-                          src.data() + p * t.src_plane + r * t.src_row + c * t.src_col,
-                          static_cast<std::size_t>(width));
-            }
-          }
-        }
-        kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
-        const std::vector<std::byte> expected_span(line_start(expected), line_start(expected) + span);
-        const std::vector<std::byte> actual_span(line_start(actual), line_start(actual) + span);
-        ASSERT_EQ(actual_span, expected_span)
+        ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
             << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing;
       }
     }
@@ -784,6 +789,41 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
   // Shorter runs are mostly partial lines: they keep ordinary stores.
   EXPECT_STRNE(run_tile_kernel_avx512(96, true).name, "copy_runs_streaming_avx512");
   EXPECT_STRNE(run_tile_kernel_avx512(128, false).name, "copy_runs_streaming_avx512");
+}
+
+// The streaming copy of one-line (64-byte) runs: straight through the kernel, into destinations on
+// cache lines and off them, with strides of whole lines (every run streams, or none does) and of
+// parts of lines (some do, some take ordinary stores); the bytes between runs are untouched.
+TEST(PermuteRun, StreamingLineCopiesMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const tile_kernel kernel = run_tile_kernel_avx512(64, true);
+  ASSERT_STREQ(kernel.name, "copy_x512_streaming_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(64, false).name, "copy_x512_avx512");
+  std::mt19937_64 rng(31);
+  struct destination {
+    const char* kind;
+    std::int64_t col, row, plane;
+  };
+  const destination destinations[] = {
+      {"continuing lines", 64, 5 * 64, 15 * 64 + 128},
+      {"lines apart", 3 * 64, 17 * 64, 3 * 17 * 64 + 64},
+      {"parts of lines apart", 80, 5 * 80 + 16, 3 * (5 * 80 + 16) + 48},
+  };
+  for (const destination& along : destinations) {
+    for (std::int64_t misalign : {0, 16, 48}) {
+      const tile_shape t{.planes = 2,
+                         .rows = 3,
+                         .cols = 5,
+                         .src_plane = 3 * 400 + 8,
+                         .src_row = 400,
+                         .src_col = 72,
+                         .dst_plane = along.plane,
+                         .dst_row = along.row,
+                         .dst_col = along.col};
+      EXPECT_TRUE(tile_copy_matches(kernel, t, 64, misalign, rng))
+          << "misalign=" << misalign << " destination: " << along.kind;
+    }
+  }
 }
 
 // Runs `plan` of `axes` on random bytes with one thread and with two: both match the naive copy.
@@ -819,6 +859,21 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   std::vector<std::byte> actual(src.size(), std::byte{0x5A});
   run_permute(plan, src.data(), actual.data(), 2);
   EXPECT_TRUE(actual == expected);
+  // Runs of one line stream where the tile reads the source in stretches of lines: NHWC DCR
+  // depth_to_space, b = 4, C = 16 of bytes (16 MiB). Not where it reads part of each source row
+  // (channels-last K = 3 DCR depth_to_space, b = 2, C = 16 of 2-byte elements: the other half of
+  // each row belongs to another outer position), nor where no tile axis steps by a line (the
+  // space_to_depth of it, b = 8, C = 1 of 8-byte elements).
+  const auto line_runs = packed_transpose({1, 256, 256, 4, 4, 16}, {0, 1, 3, 2, 4, 5}, 1);
+  const permute_plan line_plan = plan_permute(line_runs, 1);
+  EXPECT_EQ(kernel_name(line_plan), "copy_x512_streaming_avx512") << describe(line_plan);
+  expect_matches_naive_on_one_and_two_threads(line_runs, line_plan, 1, rng);
+  const auto partial_rows = packed_transpose({1, 40, 40, 40, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2);
+  const permute_plan partial_plan = plan_permute(partial_rows, 2);
+  EXPECT_EQ(kernel_name(partial_plan), "copy_x512_avx512") << describe(partial_plan);
+  const auto scattered_runs = packed_transpose({1, 16, 8, 16, 8, 16, 8, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, 8);
+  const permute_plan scattered_plan = plan_permute(scattered_runs, 8);
+  EXPECT_EQ(kernel_name(scattered_plan), "copy_x512_avx512") << describe(scattered_plan);
   // Whether a plan is a shuffle that streams (a fatal failure where it is no shuffle).
   auto expect_shuffle_streaming = [](const std::vector<permute_axis>& axes, std::int64_t width, bool streams) {
     const permute_plan shuffle_plan = plan_permute(axes, static_cast<std::size_t>(width));

@@ -163,6 +163,23 @@ bool output_streams(const permute_plan& plan) {
   return plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes);
 }
 
+// Whether a tile reads its source a line after another in stretches: one of its axes steps by a
+// line, and its lines reach the tile's next longer source stride (or there is none), leaving no
+// gap within the stretch for another call to read.
+bool reads_source_stretches(const permute_plan& plan) {
+  const std::array tile_axes{plan.plane, plan.row, plan.col};
+  for (const permute_axis& lines : tile_axes) {
+    if (lines.extent <= 1 || lines.src_stride != 64) continue;
+    std::int64_t next = 0;
+    for (const permute_axis& a : tile_axes) {
+      const std::int64_t stride = magnitude(a.src_stride);
+      if (a.extent > 1 && stride > 64 && (next == 0 || stride < next)) next = stride;
+    }
+    if (next == 0 || next == lines.extent * 64) return true;
+  }
+  return false;
+}
+
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
 // them where one side is contiguous); anything wider, or of odd width, is a run the vector
 // kernels copy whole, with streaming stores when `streaming`.
@@ -850,7 +867,15 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   plan.outer = std::move(fused);
   // Outputs larger than the cache skip the read-for-ownership of every line they write: the 124
   // grid cells of 16 MiB that copy runs of 128 bytes or more, 1.43x (median 0.64 -> 0.88 of memcpy).
-  plan.kernel = tile_kernel_for_isa(plan.width, output_streams(plan));
+  // Runs of one line (64 bytes) stream where the tile reads the source in stretches of lines
+  // (reads_source_stretches). Kernel alone, 16 MiB, alternating, 1 / 2 threads: NHWC b2-b8 (14 grid
+  // cells) 1.45-1.97x / 0.89-1.07x (geo 1.61x / 0.99x), s2d channels-last K = 3 DCR b2 / b4 (4)
+  // 1.29-1.71x / 0.89-1.21x, as the streaming of longer runs does (10 cells: 1.63x / 1.01x). Where
+  // the tile reads part of each source row, another outer position the rest (d2s channels-last
+  // K = 3 DCR, 7 cells), streaming gained 1.22-1.38x on one thread but lost 0.85-0.99x on two; where
+  // no tile axis steps by a line (s2d channels-last K = 3 b8), the benchmark's ratio fell 0.85-0.93x.
+  plan.kernel =
+      tile_kernel_for_isa(plan.width, output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)));
   if (transpose && plan.row.src_stride == 8) {
     plan.kernel = transpose_tile_kernel_avx512();
   } else if (plan.width == 8 && active_isa() >= isa::avx512) {
