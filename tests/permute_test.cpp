@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@
 #include "kernels/permute/gather.hpp"
 #include "kernels/permute/permute.hpp"
 #include "regrid/runtime.hpp"
+
+namespace regrid {
+// Parameterized tests print the ISA by name.
+void PrintTo(isa value, std::ostream* os) { *os << to_string(value); }
+}  // namespace regrid
 
 namespace regrid::kernels {
 namespace {
@@ -200,8 +206,8 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
                 EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
               }
             } else if (plan.gather) {
-              // Short runs of 2-4 ways: with VBMI a periodic gather beats the shuffle.
-              EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);
+              // Short runs of 2-4 ways: with VBMI or AVX2 a periodic gather beats the shuffle.
+              EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);
             } else if (wide && cap < isa::avx512) {  // 32 and 64 ways: AVX-512 only
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
             } else if (wide && width == 8 && length >= (interleave ? 2 : 8)) {
@@ -524,7 +530,7 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
     set_max_isa(cap);
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
     if (plan.gather) {
-      EXPECT_EQ(cap, isa::avx512vbmi) << describe(plan);  // gathers need VBMI
+      EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);  // gathers need VBMI or AVX2
     } else if (staged_from && cap >= *staged_from && !(plan.shuffle && plan.shuffle->repeat.assembled)) {
       // The assembling interleaves replace staging where their ISA is there.
       ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
@@ -1222,8 +1228,38 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
   }
 }
 
-// The gather tests run under the avx512vbmi cap on hosts that have it. The cap and the forcing
-// switch are process-wide, so TearDown restores both even when an assertion ends a test early.
+// The gather tests run under the cap of each ISA with a gather kernel that the host has: avx2
+// (halves_of_16 programs) and avx512vbmi (pairs_of_64). The cap and the forcing switch are
+// process-wide, so TearDown restores both even when an assertion ends a test early.
+class GatherAtIsa : public testing::TestWithParam<isa> {
+ protected:
+  void SetUp() override {
+    if (detected_isa() < GetParam()) {
+      GTEST_SKIP() << "needs " << (GetParam() == isa::avx2 ? "AVX2" : "AVX512-VBMI") << ", which this CPU lacks";
+    }
+    set_max_isa(GetParam());
+  }
+  void TearDown() override {
+    force_gather_for_testing(gather_forcing::off);
+    set_max_isa(isa::avx512vbmi);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Isa, GatherAtIsa, testing::Values(isa::avx2, isa::avx512vbmi),
+                         [](const testing::TestParamInfo<isa>& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
+
+// The AVX2 gather's own choices.
+class PermuteGatherAvx2 : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+    set_max_isa(isa::avx2);
+  }
+  void TearDown() override { set_max_isa(isa::avx512vbmi); }
+};
+
+// The tests of the VBMI gather's own choices and lined programs.
 class PermuteGather : public testing::Test {
  protected:
   void SetUp() override {
@@ -1256,7 +1292,7 @@ void expect_gather_matches(const permute_plan& plan, const std::vector<permute_a
 // channel counts whose blocks do not divide 64 bytes (partial periods at every row's end), every
 // element width, source ending right before an inaccessible page, destination misaligned and
 // guarded, one and two threads; against the element loop.
-TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
+TEST_P(GatherAtIsa, ProgramsMatchNaiveCopy) {
   force_gather_for_testing(gather_forcing::any);
   std::mt19937_64 rng(5);
   int gathers = 0;
@@ -1285,7 +1321,7 @@ TEST_F(PermuteGather, ProgramsMatchNaiveCopy) {
 
 // Random permutations of random shapes, gathered wherever possible, periodic programs first and
 // then single-block ones only (the other random test plans them as the rules choose).
-TEST_F(PermuteGather, RandomPermutationsMatchNaiveCopy) {
+TEST_P(GatherAtIsa, RandomPermutationsMatchNaiveCopy) {
   for (const gather_forcing forcing : {gather_forcing::any, gather_forcing::single_block}) {
     force_gather_for_testing(forcing);
     std::mt19937_64 rng(77);
@@ -1450,7 +1486,7 @@ void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int
 // Outputs larger than the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
 // periods at every row's end) still matches the element loop, and the program's prefetch offsets
 // reach every source line any step loads.
-TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
+TEST_P(GatherAtIsa, LargeOutputsPrefetchEveryLineTheyRead) {
   expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1,
                               41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
 }
@@ -1460,7 +1496,7 @@ TEST_F(PermuteGather, LargeOutputsPrefetchEveryLineTheyRead) {
 // 600, some calls ending near the source's end, whose last group runs alone), every element width,
 // source ending right before an inaccessible page, destination misaligned and guarded, one and two
 // threads, against the element loop; a 12 MB case also prefetches each next strip of groups.
-TEST_F(PermuteGather, GroupedShortRowsMatchNaiveCopy) {
+TEST_P(GatherAtIsa, GroupedShortRowsMatchNaiveCopy) {
   std::mt19937_64 rng(23);
   int gathers = 0;
   for (std::int64_t h : {37, 600}) {
@@ -1490,7 +1526,7 @@ TEST_F(PermuteGather, GroupedShortRowsMatchNaiveCopy) {
 // and b2, 5 x 5 x 5): every element width, destination misaligned and guarded, source ending
 // right before an inaccessible page, one and two threads, against the element loop. Forced, and
 // chosen by the rules for the 1023-byte rows; a 12.6 MB case also prefetches.
-TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
+TEST_P(GatherAtIsa, SingleBlockProgramsMatchNaiveCopy) {
   struct shape_case {
     std::vector<std::int64_t> shape;
     std::vector<int> perm;
@@ -1540,8 +1576,11 @@ TEST_F(PermuteGather, SingleBlockProgramsMatchNaiveCopy) {
     }
   }
   EXPECT_GE(gathers[0], 35);
-  EXPECT_GE(gathers[1], 8);
-  force_gather_for_testing(gather_forcing::off);
+  // The AVX2 rules take single blocks for the 3-byte pixels only, and keep the run copy where the
+  // output is larger than the cache: there the large case is forced.
+  const bool avx2 = GetParam() == isa::avx2;
+  EXPECT_GE(gathers[1], avx2 ? 2 : 8);
+  force_gather_for_testing(avx2 ? gather_forcing::single_block : gather_forcing::off);
   expect_large_gather_matches(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1,
                               43);  // d2s [4110, 341, 9] -> [12330, 1023, 1]
   EXPECT_TRUE(
@@ -1588,6 +1627,38 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi")
       << describe(plan_permute(short_rows, 1));
   set_max_isa(isa::avx512);
+  EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
+}
+
+// Without forcing, the AVX2 rules take a gather for the short runs of NHWC CRD (4 channels of
+// bytes, a direct 4-way shuffle of 4-byte runs, with the program of the shortest period: 32 bytes,
+// not the 2 KiB output row), for the RGB pixel shuffle (a staged 3-way shuffle of 2-byte runs), for
+// elements moved one at a time (s2d channels-last CRD b4 of 64 4-byte channels) and for 3-byte
+// pixels into rows of 1023 bytes (single blocks); they keep the run copy of 256-byte runs, the
+// 16-way shuffle of 64-byte runs, and the 3-byte pixels' run copy where the output is larger than
+// the cache.
+TEST_F(PermuteGatherAvx2, ChosenWhereItBeatsTheOtherKernels) {
+  const auto four_channels = packed_transpose({64, 64, 4, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 16]
+  const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);            // d2s [64, 64, 12]
+  const auto one_at_a_time =
+      packed_transpose({3, 4, 3, 4, 3, 4, 64}, {0, 2, 4, 6, 1, 3, 5}, 4);                 // s2d CL-K3 CRD b4 C64
+  const auto pixels_into_rows = packed_transpose({4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1);  // d2s [4, 341, 9]
+  const auto large_pixels_into_rows = packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1);
+  const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);     // NHWC DCR, 256-byte runs
+  const auto sixteen_long = packed_transpose({32, 4, 32, 4, 64}, {0, 2, 4, 1, 3}, 1);  // s2d NHWC CRD b4 C64
+
+  const permute_plan four_plan = plan_permute(four_channels, 1);
+  ASSERT_EQ(kernel_name(four_plan), "gather_avx2") << describe(four_plan);
+  EXPECT_EQ(four_plan.gather->program->period_dst_bytes, 32) << describe(four_plan);
+  EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx2") << describe(plan_permute(rgb, 1));
+  EXPECT_EQ(kernel_name(plan_permute(one_at_a_time, 4)), "gather_avx2") << describe(plan_permute(one_at_a_time, 4));
+  const permute_plan rows_plan = plan_permute(pixels_into_rows, 1);
+  ASSERT_EQ(kernel_name(rows_plan), "gather_avx2") << describe(rows_plan);
+  EXPECT_TRUE(rows_plan.gather->program->single_block) << describe(rows_plan);
+  EXPECT_FALSE(plan_permute(large_pixels_into_rows, 1).gather) << describe(plan_permute(large_pixels_into_rows, 1));
+  EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
+  EXPECT_FALSE(plan_permute(sixteen_long, 1).gather) << describe(plan_permute(sixteen_long, 1));
+  set_max_isa(isa::scalar);
   EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
 }
 

@@ -13,10 +13,11 @@ struct program_key {
   std::int64_t stream_src_stride = 0;
   bool single_block = false;
   std::int64_t line_phase = unlined;
+  gather_layout layout = gather_layout::pairs_of_64;
 
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
-           line_phase == other.line_phase &&
+           line_phase == other.line_phase && layout == other.layout &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -42,71 +43,136 @@ std::vector<std::int64_t> block_map(std::span<const permute_axis> inner, std::si
   return map;
 }
 
+// The steps of one halves_of_16 chunk whose first `bytes` bytes come from source `offsets`: each
+// half's offsets, sorted, are covered greedily by 16-byte windows starting at a needed byte (the
+// fewest that cover them), and step k loads window k of each half.
+void add_halves_chunk(gather_program& program, const std::array<std::int64_t, 64>& offsets, int bytes) {
+  constexpr int half = 16;
+  struct half_windows {
+    std::vector<std::int64_t> starts;
+    std::array<int, half> window_of{};  // per byte of the half
+    std::array<int, half> position{};
+  };
+  std::array<half_windows, 2> halves;
+  for (int h = 0; h < 2; ++h) {
+    const int first = h * half;
+    const int count = std::clamp(bytes - first, 0, half);
+    std::array<int, half> order{};
+    std::iota(order.begin(), order.begin() + count, first);
+    std::sort(order.begin(), order.begin() + count, [&](int x, int y) {
+      return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)];
+    });
+    half_windows& made = halves[static_cast<std::size_t>(h)];
+    for (int j : std::span(order).first(static_cast<std::size_t>(count))) {
+      const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
+      if (made.starts.empty() || offset - made.starts.back() >= half) made.starts.push_back(offset);
+      made.window_of[static_cast<std::size_t>(j - first)] = static_cast<int>(made.starts.size()) - 1;
+      made.position[static_cast<std::size_t>(j - first)] = static_cast<int>(offset - made.starts.back());
+    }
+  }
+  const std::size_t steps = std::max(halves[0].starts.size(), halves[1].starts.size());
+  for (std::size_t k = 0; k < steps; ++k) {
+    gather_step step;
+    step.index.fill(0x80);
+    std::array<std::int64_t*, 2> window{&step.window_a, &step.window_b};
+    std::array<std::uint64_t*, 2> load{&step.load_a, &step.load_b};
+    for (int h = 0; h < 2; ++h) {
+      const half_windows& made = halves[static_cast<std::size_t>(h)];
+      const half_windows& own = made.starts.empty() ? halves[static_cast<std::size_t>(1 - h)] : made;
+      *window[static_cast<std::size_t>(h)] = k < own.starts.size() ? own.starts[k] : own.starts.front();
+      const int first = h * half;
+      for (int j = first; j < std::min(bytes, first + half); ++j) {
+        const auto at = static_cast<std::size_t>(j - first);
+        if (static_cast<std::size_t>(made.window_of[at]) != k) continue;
+        step.index[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(made.position[at]);
+        *load[static_cast<std::size_t>(h)] |= std::uint64_t{1} << made.position[at];
+        step.take |= std::uint64_t{1} << j;
+      }
+    }
+    program.steps.push_back(step);
+  }
+}
+
+// The steps of one pairs_of_64 chunk whose first `bytes` bytes come from source `offsets`: greedy
+// windows over the sorted offsets (the fewest 64-byte windows covering them, or the fewest lines),
+// taken in pairs: one two-source permute per pair. Offsets are never negative (find_gathers takes
+// no backward strides).
+void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>& offsets, int bytes,
+                     std::int64_t line_phase) {
+  std::array<int, 64> order{};
+  std::iota(order.begin(), order.begin() + bytes, 0);
+  std::sort(order.begin(), order.begin() + bytes,
+            [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+  gather_step step;
+  int windows_in_step = 0;
+  std::int64_t window_start = 0;
+  auto flush = [&] {
+    program.steps.push_back(step);
+    step = gather_step{};
+    windows_in_step = 0;
+  };
+  for (int j : std::span(order).first(static_cast<std::size_t>(bytes))) {
+    const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
+    if (windows_in_step == 0 || offset - window_start >= 64) {
+      if (windows_in_step == 2) flush();
+      window_start = line_phase == unlined ? offset : (offset + line_phase) / 64 * 64 - line_phase;
+      (windows_in_step == 0 ? step.window_a : step.window_b) = window_start;
+      ++windows_in_step;
+    }
+    const auto position = static_cast<int>(offset - window_start);
+    const bool second = windows_in_step == 2;
+    step.index[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(position + (second ? 64 : 0));
+    (second ? step.load_b : step.load_a) |= std::uint64_t{1} << position;
+    step.take |= std::uint64_t{1} << j;
+  }
+  flush();
+}
+
 // single_block: the program covers one block, rounded up to whole chunks (see
 // gather_block_program_for); else one period of blocks continued at stream_src_stride. line_phase:
 // see gather_program_for.
 std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
-                                            std::int64_t stream_src_stride, bool single_block,
-                                            std::int64_t line_phase) {
+                                            std::int64_t stream_src_stride, bool single_block, std::int64_t line_phase,
+                                            gather_layout layout) {
+  const std::int64_t chunk = chunk_bytes_of(layout);
   std::int64_t block = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : inner) block *= axis.extent;
-  const std::int64_t period = single_block ? (block + 63) / 64 * 64 : std::lcm(block, std::int64_t{64});
+  const std::int64_t period = single_block ? (block + chunk - 1) / chunk * chunk : std::lcm(block, chunk);
   if (period > max_gather_period_bytes) return nullptr;
   const std::vector<std::int64_t> map = block_map(inner, width, block);
 
   auto program = std::make_shared<gather_program>();
+  program->layout = layout;
+  program->chunk_bytes = chunk;
   program->period_dst_bytes = period;
   program->single_block = single_block;
   program->line_phase = line_phase;
   program->period_src_bytes = (period / block) * stream_src_stride;
   std::array<std::int64_t, 64> offsets{};
-  std::array<int, 64> order{};
-  for (std::int64_t chunk = 0; chunk < period / 64; ++chunk) {
+  for (std::int64_t c = 0; c < period / chunk; ++c) {
     // A single block's last chunk has bytes past the block: no step supplies them.
-    const int bytes = static_cast<int>(std::min<std::int64_t>(64, (single_block ? block : period) - chunk * 64));
+    const int bytes = static_cast<int>(std::min<std::int64_t>(chunk, (single_block ? block : period) - c * chunk));
     for (int j = 0; j < bytes; ++j) {
-      const std::int64_t p = chunk * 64 + j;
+      const std::int64_t p = c * chunk + j;
       offsets[static_cast<std::size_t>(j)] = (p / block) * stream_src_stride + map[static_cast<std::size_t>(p % block)];
     }
-    std::iota(order.begin(), order.begin() + bytes, 0);
-    std::sort(order.begin(), order.begin() + bytes, [&](int x, int y) {
-      return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)];
-    });
-    // Greedy windows over the sorted offsets (the fewest 64-byte windows covering them, or the
-    // fewest lines), taken in pairs: one two-source permute per pair. Offsets are never negative
-    // (find_gathers takes no backward strides).
-    gather_step step;
-    int windows_in_step = 0;
-    std::int64_t window_start = 0;
-    auto flush = [&] {
-      program->steps.push_back(step);
-      step = gather_step{};
-      windows_in_step = 0;
-    };
-    for (int j : std::span(order).first(static_cast<std::size_t>(bytes))) {
-      const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
-      if (windows_in_step == 0 || offset - window_start >= 64) {
-        if (windows_in_step == 2) flush();
-        window_start = line_phase == unlined ? offset : (offset + line_phase) / 64 * 64 - line_phase;
-        (windows_in_step == 0 ? step.window_a : step.window_b) = window_start;
-        ++windows_in_step;
-      }
-      const auto position = static_cast<int>(offset - window_start);
-      const bool second = windows_in_step == 2;
-      step.index[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(position + (second ? 64 : 0));
-      (second ? step.load_b : step.load_a) |= std::uint64_t{1} << position;
-      step.take |= std::uint64_t{1} << j;
+    if (layout == gather_layout::halves_of_16) {
+      add_halves_chunk(*program, offsets, bytes);
+    } else {
+      add_pairs_chunk(*program, offsets, bytes, line_phase);
     }
-    flush();
     program->chunk_end.push_back(static_cast<std::uint32_t>(program->steps.size()));
   }
   // The windows' union, as merged intervals: the last one ends at the program's reach. The period's
   // source start is not line-aligned, so each interval takes a prefetch every 64 bytes and at its
-  // last byte.
+  // last byte. (A halves_of_16 step's window b is loaded even where it supplies nothing.)
+  const std::int64_t window = window_bytes_of(layout);
   std::vector<std::pair<std::int64_t, std::int64_t>> windows;
   for (const gather_step& made : program->steps) {
-    windows.emplace_back(made.window_a, made.window_a + 64);
-    if (made.load_b != 0) windows.emplace_back(made.window_b, made.window_b + 64);
+    windows.emplace_back(made.window_a, made.window_a + window);
+    if (made.load_b != 0 || layout == gather_layout::halves_of_16) {
+      windows.emplace_back(made.window_b, made.window_b + window);
+    }
   }
   std::sort(windows.begin(), windows.end());
   for (std::size_t i = 0; i < windows.size();) {
@@ -122,7 +188,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
 
 std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
                                                      std::int64_t stream_src_stride, bool single_block,
-                                                     std::int64_t line_phase) {
+                                                     std::int64_t line_phase, gather_layout layout) {
   // A few programs suffice: a process usually repeats a handful of shapes.
   constexpr std::size_t capacity = 16;
   static std::mutex mutex;
@@ -133,6 +199,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   key.stream_src_stride = stream_src_stride;
   key.single_block = single_block;
   key.line_phase = line_phase;
+  key.layout = layout;
   {
     const std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < cache.size(); ++i) {
@@ -144,7 +211,8 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
       }
     }
   }
-  std::shared_ptr<const gather_program> program = build(inner, width, stream_src_stride, single_block, line_phase);
+  std::shared_ptr<const gather_program> program =
+      build(inner, width, stream_src_stride, single_block, line_phase, layout);
   const std::lock_guard lock(mutex);
   if (cache.size() == capacity) cache.pop_back();
   cache.insert(cache.begin(), {std::move(key), program});
@@ -154,13 +222,17 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
 }  // namespace
 
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                         std::int64_t stream_src_stride, std::int64_t line_phase) {
-  return cached_program(inner, width, stream_src_stride, false, line_phase);
+                                                         std::int64_t stream_src_stride, std::int64_t line_phase,
+                                                         gather_layout layout) {
+  // Lined windows are a pairs_of_64 refinement: a 16-byte load crosses a line a quarter as often.
+  if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
+  return cached_program(inner, width, stream_src_stride, false, line_phase, layout);
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                               std::int64_t line_phase) {
-  return cached_program(inner, width, 0, true, line_phase);
+                                                               std::int64_t line_phase, gather_layout layout) {
+  if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
+  return cached_program(inner, width, 0, true, line_phase, layout);
 }
 
 }  // namespace regrid::kernels

@@ -484,8 +484,9 @@ bool moves_tiny_pieces(const permute_plan& plan, bool single_block) {
 // chunk costs more (clipped loads); each row is a call and an odometer step.
 double gather_cost(const gather_program& program, std::int64_t row_bytes) {
   const double steps = program.steps_per_chunk();
-  const std::int64_t full_chunks = row_bytes / program.period_dst_bytes * (program.period_dst_bytes / 64);
-  const std::int64_t tail_chunks = (row_bytes % program.period_dst_bytes + 63) / 64;
+  const std::int64_t chunk = program.chunk_bytes;
+  const std::int64_t full_chunks = row_bytes / program.period_dst_bytes * (program.period_dst_bytes / chunk);
+  const std::int64_t tail_chunks = (row_bytes % program.period_dst_bytes + chunk - 1) / chunk;
   const double cycles = static_cast<double>(full_chunks) * (1.0 + 2.0 * steps) +
                         static_cast<double>(tail_chunks) * (4.0 + 3.0 * steps) + 30.0;
   return cycles / static_cast<double>(row_bytes);
@@ -498,6 +499,16 @@ double block_gather_cost(const gather_program& program, std::int64_t block_bytes
   const double steps = program.steps_per_chunk();
   const auto chunks = static_cast<double>(program.chunk_end.size());
   return (chunks * (2.0 + 2.0 * steps) + 8.0) / static_cast<double>(block_bytes);
+}
+
+// What a program's period costs a halves_of_16 gather beyond its steps: each chunk of a strip is
+// built at every period in turn, the builds a period apart, and with periods of KiBs the strip's
+// source and destination lines no longer stay in a 32 KiB L1 between the chunks that share them
+// (d2s NHWC CRD b2 C4 of bytes at 1 MiB: a period of 2048 bytes ran at 0.24 of memcpy, one of
+// 32 bytes with as many steps at 0.49).
+double period_weight(const gather_program& program) {
+  if (program.layout != gather_layout::halves_of_16) return 1.0;
+  return 1.0 + static_cast<double>(program.period_dst_bytes) / 512.0;
 }
 
 struct found_gather {
@@ -515,7 +526,7 @@ struct gather_candidates {
 // the innermost m axes form a dense destination block, and either the next one continues it (a
 // periodic program) or the block is gathered on its own, as rows of one block (where the period,
 // lcm(D, 64), would be too long or nothing continues the block).
-gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
+gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_layout layout) {
   gather_candidates found;
   if (axes.empty()) return found;
   std::int64_t source_span = static_cast<std::int64_t>(width);
@@ -524,6 +535,9 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
     if (axis.src_stride < 0 || axis.dst_stride < 0) return found;
     source_span += (axis.extent - 1) * axis.src_stride;
   }
+  if (layout == gather_layout::halves_of_16 && source_span < min_avx2_gather_source_bytes) return found;
+  const gather_fn fn = layout == gather_layout::halves_of_16 ? gather_rows_avx2 : gather_rows_avx512vbmi;
+  const std::int64_t chunk = chunk_bytes_of(layout);
   const std::size_t n = axes.size();
   std::int64_t block = static_cast<std::int64_t>(width);
   double periodic_cost = 0;
@@ -534,8 +548,7 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
                       std::size_t taken, std::size_t block_axes) {
     if (kept && cost >= kept_cost) return;
     kept.emplace(
-        found_gather{gather_tile{gather_rows_avx512vbmi, std::move(program), {}, 1, stream, {}, block, source_span},
-                     taken, block_axes});
+        found_gather{gather_tile{fn, std::move(program), {}, 1, stream, {}, block, source_span}, taken, block_axes});
     kept_cost = cost;
   };
   for (std::size_t m = 1; m <= n; ++m) {
@@ -545,13 +558,13 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width) {
     if (block > max_gather_period_bytes) break;
     const std::span<const permute_axis> inner = std::span(axes).subspan(n - m, m);
     const bool continued = m < n && axes[n - m - 1].dst_stride == block;
-    if (continued && std::lcm(block, std::int64_t{64}) <= max_gather_period_bytes && !only_blocks) {
+    if (continued && std::lcm(block, chunk) <= max_gather_period_bytes && !only_blocks) {
       const permute_axis& stream = axes[n - m - 1];
-      if (auto program = gather_program_for(inner, width, stream.src_stride)) {
-        const double cost = gather_cost(*program, stream.extent * block);
+      if (auto program = gather_program_for(inner, width, stream.src_stride, unlined, layout)) {
+        const double cost = gather_cost(*program, stream.extent * block) * period_weight(*program);
         consider(found.periodic, periodic_cost, std::move(program), cost, stream, m + 1, m);
       }
-    } else if (auto program = gather_block_program_for(inner, width)) {
+    } else if (auto program = gather_block_program_for(inner, width, unlined, layout)) {
       const double cost = block_gather_cost(*program, block);
       consider(found.single_block, single_block_cost, std::move(program), cost, permute_axis{1, 0, block}, m, m);
     }
@@ -682,28 +695,79 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   tile.line_phase_rows = cycle;
 }
 
+// Whether an AVX2 gather (halves_of_16) taking `steps` steps per 32-byte chunk beats the plan the
+// AVX2 kernels made. Measured over the benchmark grid on a Zen 3 without AVX-512 (1 thread, 64 KiB
+// to 16 MiB, every cell that has a gather planned both ways in the same binary, two alternations,
+// 4,135 cells): the gather wins where the plan moves a few bytes per step, and loses nearly
+// everywhere else (0.3-0.8x against runs of 16 bytes or more, whose shuffles and copies move
+// whole vectors). Taken:
+// - direct shuffles of runs under 16 bytes, up to 4 steps (NHWC CRD of 4 channels: 2.0-7.4x);
+// - staged shuffles of runs under 4 bytes up to 4 steps, under 8 up to 3, under 16 up to 2
+//   (1.6-9.9x; more steps lost: 3-4 steps over 4-7 byte runs 0.97x, 8-16 byte runs 0.64x);
+// - tiles of elements moved one at a time (the scalar copy where AVX-512 transposes 8 x 8 blocks,
+//   channels-last CRD of 64 channels: 1.2-2.6x, up to 16 steps), and run copies of 3-byte pixels
+//   (up to 4 steps, or 6 for periodic programs: 1.3-2.8x) and of 6-byte ones (periodic, up to 3:
+//   1.2-1.8x).
+// Where the output is larger than the cache the copies tied or lost (0.79-1.05x: both are
+// memory-bound there) and keep their plan; the shuffles still won (1.4-5x), but for long periods. Rows of 117-192
+// bytes won too (1.1-1.6x, 5 cells); rows under two chunks (single blocks under one), which the
+// grid does not hold, keep their plan.
+constexpr std::int64_t min_avx2_gather_row_bytes = 64;
+constexpr std::int64_t min_avx2_gather_block_bytes = 32;
+// Outside the cache, periods of 864 bytes lost where the same shuffles won in cache (s2d NHWC CRD
+// b3 C3 of 1- and 2-byte elements: 0.56-0.62x at 16 MiB, 2.4x at 1 MiB); 288 bytes still won.
+constexpr std::int64_t max_avx2_streamed_gather_period_bytes = 512;
+bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t period_bytes, std::int64_t row_bytes,
+                       bool single_block) {
+  if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
+  if (row_bytes < (single_block ? min_avx2_gather_block_bytes : min_avx2_gather_row_bytes)) return false;
+  if (output_streams(plan) && period_bytes > max_avx2_streamed_gather_period_bytes) return false;
+  if (plan.shuffle) {
+    const shuffle_tile& tile = *plan.shuffle;
+    const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
+    if (tile.segment_copy.copy == nullptr) return run_bytes < 16 && steps <= 4;
+    return (run_bytes < 4 && steps <= 4) || (run_bytes < 8 && steps <= 3) || (run_bytes < 16 && steps <= 2);
+  }
+  if (output_streams(plan)) return false;
+  if (plan.kernel.copy == select_tile_kernel(plan.width).copy) return steps <= 16;
+  if (plan.width < 4) return steps <= 4 || (!single_block && steps <= 6);
+  return plan.width < 8 && !single_block && steps <= 3;
+}
+
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
-// VBMI.
+// VBMI or AVX2 (the avx512 level without VBMI takes none: its other kernels were never measured
+// against the AVX2 gather).
 void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t width) {
+  const isa level = active_isa();
+  if (level != isa::avx512vbmi && level != isa::avx2) return;
+  const bool vbmi = level == isa::avx512vbmi;
+  auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
+    return vbmi ? gather_beats(plan, steps, row_bytes) : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
+  };
+  auto single_block_beats = [&](double steps, std::int64_t period_bytes, std::int64_t block_bytes) {
+    return vbmi ? block_gather_beats(plan, steps, block_bytes)
+                : avx2_gather_beats(plan, steps, period_bytes, block_bytes, true);
+  };
   // No gather would win: skip building programs.
-  if (active_isa() < isa::avx512vbmi ||
-      (!gather_beats(plan, 0.0, min_gather_row_bytes) && !block_gather_beats(plan, 0.0, min_gather_block_bytes))) {
-    return;
-  }
-  gather_candidates candidates = find_gathers(normalized, width);
+  if (!periodic_beats(0.0, 0, max_gather_period_bytes) && !single_block_beats(0.0, 0, max_gather_period_bytes)) return;
+  gather_candidates candidates =
+      find_gathers(normalized, width, vbmi ? gather_layout::pairs_of_64 : gather_layout::halves_of_16);
   found_gather* found = nullptr;
-  if (candidates.periodic &&
-      gather_beats(plan, candidates.periodic->tile.program->steps_per_chunk(),
-                   candidates.periodic->tile.stream.extent * candidates.periodic->tile.block_bytes)) {
-    found = &*candidates.periodic;
-  } else if (candidates.single_block &&
-             block_gather_beats(plan, candidates.single_block->tile.program->steps_per_chunk(),
-                                candidates.single_block->tile.block_bytes)) {
-    found = &*candidates.single_block;
-  } else {
-    return;
+  if (candidates.periodic) {
+    const gather_tile& tile = candidates.periodic->tile;
+    if (periodic_beats(tile.program->steps_per_chunk(), tile.program->period_dst_bytes,
+                       tile.stream.extent * tile.block_bytes)) {
+      found = &*candidates.periodic;
+    }
   }
+  if (found == nullptr && candidates.single_block) {
+    const gather_tile& tile = candidates.single_block->tile;
+    if (single_block_beats(tile.program->steps_per_chunk(), tile.program->period_dst_bytes, tile.block_bytes)) {
+      found = &*candidates.single_block;
+    }
+  }
+  if (found == nullptr) return;
   gather_tile& tile = found->tile;
   axis_list outer = normalized;
   while (outer.size() > normalized.size() - found->axes_taken) outer.pop_back();
@@ -711,7 +775,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     tile.rows = outer.back();
     outer.pop_back();
   }
-  add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
+  if (vbmi) add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
   const std::int64_t total_bytes = plan.total_bytes;
   plan = permute_plan{};
   plan.outer = std::move(outer);
@@ -1353,7 +1417,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
 }
 
 std::string kernel_name(const permute_plan& plan) {
-  if (plan.gather) return "gather_avx512vbmi";
+  if (plan.gather) return plan.gather->fn == gather_rows_avx2 ? "gather_avx2" : "gather_avx512vbmi";
   if (!plan.shuffle) return plan.kernel.name;
   return std::string(plan.shuffle->interleave ? "interleave" : "deinterleave") +
          std::to_string(plan.shuffle->offsets.size()) + "_x" + std::to_string(plan.width * 8) +
