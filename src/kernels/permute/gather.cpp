@@ -43,6 +43,15 @@ std::vector<std::int64_t> block_map(std::span<const permute_axis> inner, std::si
   return map;
 }
 
+// Output bytes first .. first + count - 1 of a chunk, in the order of their source offsets.
+std::array<int, 64> by_offset(const std::array<std::int64_t, 64>& offsets, int first, int count) {
+  std::array<int, 64> order{};
+  std::iota(order.begin(), order.begin() + count, first);
+  std::sort(order.begin(), order.begin() + count,
+            [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+  return order;
+}
+
 // The steps of one halves_of_16 chunk whose first `bytes` bytes come from source `offsets`: each
 // half's offsets, sorted, are covered greedily by 16-byte windows starting at a needed byte (the
 // fewest that cover them), and step k loads window k of each half.
@@ -57,11 +66,7 @@ void add_halves_chunk(gather_program& program, const std::array<std::int64_t, 64
   for (int h = 0; h < 2; ++h) {
     const int first = h * half;
     const int count = std::clamp(bytes - first, 0, half);
-    std::array<int, half> order{};
-    std::iota(order.begin(), order.begin() + count, first);
-    std::sort(order.begin(), order.begin() + count, [&](int x, int y) {
-      return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)];
-    });
+    const std::array<int, 64> order = by_offset(offsets, first, count);
     half_windows& made = halves[static_cast<std::size_t>(h)];
     for (int j : std::span(order).first(static_cast<std::size_t>(count))) {
       const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
@@ -99,10 +104,7 @@ void add_halves_chunk(gather_program& program, const std::array<std::int64_t, 64
 // no backward strides).
 void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>& offsets, int bytes,
                      std::int64_t line_phase) {
-  std::array<int, 64> order{};
-  std::iota(order.begin(), order.begin() + bytes, 0);
-  std::sort(order.begin(), order.begin() + bytes,
-            [&](int x, int y) { return offsets[static_cast<std::size_t>(x)] < offsets[static_cast<std::size_t>(y)]; });
+  const std::array<int, 64> order = by_offset(offsets, 0, bytes);
   gather_step step;
   int windows_in_step = 0;
   std::int64_t window_start = 0;

@@ -75,7 +75,7 @@ struct steps_in_registers {
   std::int64_t low[N];  // window offsets of the two halves
   std::int64_t high[N];
 
-  explicit steps_in_registers(const gather_step* first, int /*count*/) {
+  explicit steps_in_registers(const gather_step* first) {
     for (int k = 0; k < N; ++k) {
       index[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(first[k].index.data()));
       low[k] = first[k].window_a;
@@ -157,7 +157,7 @@ void run_chunks(const gather_program& program, const strip& part, const std::byt
   for (std::int64_t c = 0; c < chunks; ++c) {
     const int count = static_cast<int>(chunk_end[c] - s);
     const gather_step* first = steps + s;
-    auto run = [&]<int N>() { run_chunk<Checked>(steps_in_registers<N>(first, count), part, c, src_end); };
+    auto run = [&]<int N>() { run_chunk<Checked>(steps_in_registers<N>(first), part, c, src_end); };
     switch (count) {
       case 1: run.template operator()<1>(); break;
       case 2: run.template operator()<2>(); break;

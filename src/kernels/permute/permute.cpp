@@ -709,9 +709,9 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
 //   (up to 4 steps, or 6 for periodic programs: 1.3-2.8x) and of 6-byte ones (periodic, up to 3:
 //   1.2-1.8x).
 // Where the output is larger than the cache the copies tied or lost (0.79-1.05x: both are
-// memory-bound there) and keep their plan; the shuffles still won (1.4-5x), but for long periods. Rows of 117-192
-// bytes won too (1.1-1.6x, 5 cells); rows under two chunks (single blocks under one), which the
-// grid does not hold, keep their plan.
+// memory-bound there) and keep their plan; the shuffles still won (1.4-5x), but for long periods.
+// Rows of 117-192 bytes won too (1.1-1.6x, 5 cells); rows under two chunks (single blocks under
+// one), which the grid does not hold, keep their plan.
 constexpr std::int64_t min_avx2_gather_row_bytes = 64;
 constexpr std::int64_t min_avx2_gather_block_bytes = 32;
 // Outside the cache, periods of 864 bytes lost where the same shuffles won in cache (s2d NHWC CRD
@@ -721,14 +721,15 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
                        bool single_block) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (row_bytes < (single_block ? min_avx2_gather_block_bytes : min_avx2_gather_row_bytes)) return false;
-  if (output_streams(plan) && period_bytes > max_avx2_streamed_gather_period_bytes) return false;
+  const bool streams = output_streams(plan);
+  if (streams && period_bytes > max_avx2_streamed_gather_period_bytes) return false;
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     if (tile.segment_copy.copy == nullptr) return run_bytes < 16 && steps <= 4;
     return (run_bytes < 4 && steps <= 4) || (run_bytes < 8 && steps <= 3) || (run_bytes < 16 && steps <= 2);
   }
-  if (output_streams(plan)) return false;
+  if (streams) return false;
   if (plan.kernel.copy == select_tile_kernel(plan.width).copy) return steps <= 16;
   if (plan.width < 4) return steps <= 4 || (!single_block && steps <= 6);
   return plan.width < 8 && !single_block && steps <= 3;
