@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <ostream>
@@ -519,21 +520,28 @@ std::vector<permute_axis> shuffle_axes(bool interleave, two_sided_axis outer, tw
   return {axis(outer), axis(inner), ways, run};
 }
 
+// Which plans must stage their short runs, per ISA cap: true (stage, or be a gather or an
+// assembling kernel), false (a direct shuffle), nullopt (either).
+using staging_rule = std::function<std::optional<bool>(isa)>;
+
 // Plans `axes` under every ISA cap the host has and runs each plan on one and two threads into
-// a buffer pre-filled with 0x5A, which must then equal `expected`. With `staged_from`, every plan
-// under that cap or a higher one must stage its short runs (or be a gather).
+// a buffer pre-filled with 0x5A, which must then equal `expected`; `staging` says which plans
+// must stage.
 void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_t width,
                               const std::vector<std::byte>& src, const std::vector<std::byte>& expected,
-                              const std::string& context, std::optional<isa> staged_from = std::nullopt) {
+                              const std::string& context, const staging_rule& staging = nullptr) {
   for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    const std::optional<bool> must_stage = staging ? staging(cap) : std::nullopt;
     if (plan.gather) {
       EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);  // gathers need VBMI or AVX2
-    } else if (staged_from && cap >= *staged_from && !(plan.shuffle && plan.shuffle->repeat.assembled)) {
+    } else if (must_stage == true && !(plan.shuffle && plan.shuffle->repeat.assembled)) {
       // The assembling interleaves replace staging where their ISA is there.
-      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan) << context;
+    } else if (must_stage == false) {
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy == nullptr) << describe(plan) << context;
     }
     for (int threads : {1, 2}) {
       std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
@@ -548,12 +556,12 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
 // from the element loop.
 void random_source_matches_on_every_isa(const std::vector<permute_axis>& axes, std::int64_t width,
                                         std::int64_t src_bytes, std::int64_t dst_bytes, std::mt19937_64& rng,
-                                        const std::string& context, std::optional<isa> staged_from = std::nullopt) {
+                                        const std::string& context, const staging_rule& staging = nullptr) {
   std::vector<std::byte> src(static_cast<std::size_t>(src_bytes));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   std::vector<std::byte> expected(static_cast<std::size_t>(dst_bytes), std::byte{0x5A});
   permute_naive(axes, src.data(), expected.data(), width);
-  expect_every_isa_matches(axes, width, src, expected, context, staged_from);
+  expect_every_isa_matches(axes, width, src, expected, context, staging);
 }
 
 // Runs of whole cache lines: the tile's inner loop is the axis that touches fewer places at once.
@@ -944,24 +952,36 @@ TEST(PermutePlan, LongOutputRowsOfShortRunsWalkTheSourceInOrder) {
   set_max_isa(isa::avx512vbmi);
 }
 
-// The lowest ISA cap from which such a plan must stage (nullopt: none).
-std::optional<isa> staging_cap(std::int64_t b, std::int64_t width, std::int64_t run_bytes, bool interleave) {
+// Which caps such a plan must stage under: from the lowest ISA whose kernels shuffle it on, except
+// where the AVX2 kernels take the direct plan (interleaves of runs of 64 bytes and more than 8
+// elements, up to 4 ways; de-interleaves of 65-95 bytes of 2 or 4 ways).
+staging_rule staging_for(std::int64_t b, std::int64_t width, std::int64_t length, bool interleave) {
+  const std::int64_t run_bytes = length * width;
+  const bool power_of_two = (b & (b - 1)) == 0;
+  std::optional<isa> from;
   // De-interleaves stage runs under a vector, and of a vector and a tail under half of one (these
   // outputs are too small to stream).
-  if (!interleave && (run_bytes == 64 || run_bytes >= 96)) return std::nullopt;
-  // 16- and 32-byte elements: AVX-512, powers of two up to 16 ways.
-  if (width > 8) return (b & (b - 1)) == 0 && b <= 16 ? std::optional<isa>(isa::avx512) : std::nullopt;
-  // 64 ways take AVX-512 and elements of up to 4 bytes.
-  if (b > 16) return width <= 4 ? std::optional<isa>(isa::avx512) : std::nullopt;
-  // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements.
-  return (b & (b - 1)) == 0 ? isa::scalar : isa::avx2;
+  if (!interleave && (run_bytes == 64 || run_bytes >= 96)) {
+    from = std::nullopt;
+  } else if (width > 8) {  // 16- and 32-byte elements: AVX-512, powers of two up to 16 ways
+    if (power_of_two && b <= 16) from = isa::avx512;
+  } else if (b > 16) {  // 64 ways take AVX-512 and elements of up to 4 bytes
+    if (width <= 4) from = isa::avx512;
+  } else {  // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements
+    from = power_of_two ? isa::scalar : isa::avx2;
+  }
+  const bool direct_on_avx2 = b <= 4 && (interleave ? run_bytes >= 64 && length > 8 : power_of_two && run_bytes > 64);
+  return [=](isa cap) -> std::optional<bool> {
+    if (!from || cap < *from) return std::nullopt;
+    return !(cap == isa::avx2 && direct_on_avx2);
+  };
 }
 
 // Short runs whose rows continue across the repeat axes go through the staging buffer: batches
 // of whole inner rows, inner rows longer than the buffer, an outer axis that continues the rows
 // and one that does not, padded near-side strides, every ISA, one and two threads. Interleaves
 // stage runs of up to two vectors (80 and about 100 bytes here), de-interleaves runs under one
-// vector and of 65-95 bytes (80 here).
+// vector and of 65-95 bytes (80 here), except where the AVX2 kernels shuffle them directly.
 TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   std::mt19937_64 rng(11);
   for (std::int64_t b : {2, 3, 4, 9, 16, 64}) {
@@ -992,7 +1012,7 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
                     axes, width, src_span, dst_span, rng,
                     " b=" + std::to_string(b) + " w=" + std::to_string(width) + " n=" + std::to_string(length) +
                         " inner=" + std::to_string(inner) + " outer=" + std::to_string(outer),
-                    staging_cap(b, width, run_bytes, interleave)));
+                    staging_for(b, width, length, interleave)));
               }
             }
           }

@@ -53,6 +53,24 @@ constexpr std::int64_t staged_unstreamed_deinterleave_run_bytes = 96;
 // De-interleaves whose destination rows do not all start on cache lines stream their runs of at
 // least this many bytes, each row's vectors re-cut into whole lines (see b_way_run).
 constexpr std::int64_t streamed_unaligned_deinterleave_run_bytes = 2048;
+// On CPUs without AVX-512 the AVX2 kernels (32-byte vectors) take the direct plan from two of
+// their vectors per way on; AVX-512 CPUs keep the rules above, also for the AVX2 byte kernels they
+// use (unmeasured there). Planning the grid's staged cells both ways in one binary on a Zen 3
+// without AVX-512 (regrid bench --threads 1 2 at 64 KiB, 1 MiB and 16 MiB, three alternations):
+// - interleaves of runs of 64-127 bytes gained 1.14-1.51x per size on 1 thread, except 8 and 16
+//   ways (0.5-0.66x at 16 MiB, 0.75-0.94x at 1 MiB), whose direct plans walk the ways as a repeat
+//   far apart, and 64-byte runs of 8-byte elements (0.72-0.89x at 16 MiB on 2 threads);
+// - power-of-two de-interleaves of 65-95 bytes (the unstreamed rule above) 1.13-1.48x, except
+//   8 ways again (0.61-0.82x on 2 threads: s2d NCHW b8, channels-first K = 3 b8);
+// - odd-way de-interleaves lost direct in the cache (0.82-0.94x at 32-95 bytes) and gained where
+//   the output streams (1.10-1.46x from 32 bytes on);
+// - shorter runs lost direct (0.23-0.69x under 32 bytes).
+// The 58 / 58 / 70 cells this moves, 1 thread: 1.27x / 1.28x / 1.48x at 64 KiB / 1 MiB / 16 MiB
+// (median 0.30 -> 0.41, 0.50 -> 0.66, 0.58 -> 0.90 of memcpy); 2 threads 1.15x / 1.16x / 1.42x.
+constexpr std::int64_t staged_avx2_interleave_run_bytes = 64;
+constexpr std::int64_t max_ways_direct_avx2 = 4;
+constexpr std::int64_t max_staged_avx2_interleave_run_elements = 8;
+constexpr std::int64_t staged_avx2_streamed_odd_deinterleave_run_bytes = 32;
 // The staging buffer: batches of segments, small enough to stay in L1 next to the rows in flight.
 constexpr std::int64_t staging_bytes = 16 * 1024;
 
@@ -287,6 +305,21 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
 // in the source with destination stride B * width. De-interleave: the same with the roles of
 // source and destination swapped. The order in which the other axes are walked does not change
 // the result, so they become the outer axes as they are.
+// Whether a shuffle of runs of `run_bytes` stages: `stages_by_default` is the rule for AVX-512
+// and SSE2 kernels, which the AVX2 ones (see staged_avx2_interleave_run_bytes) keep for many ways
+// and, in the cache, for odd ones.
+bool stages_avx2_shuffle(bool interleave, std::int64_t ways, std::int64_t run_bytes, std::int64_t run_elements,
+                         bool output_streams, bool stages_by_default) {
+  if (interleave) {
+    return run_bytes < staged_avx2_interleave_run_bytes || run_elements <= max_staged_avx2_interleave_run_elements ||
+           (stages_by_default && ways > max_ways_direct_avx2);
+  }
+  if (std::has_single_bit(static_cast<std::uint64_t>(ways))) {
+    return ways > max_ways_direct_avx2 ? stages_by_default : run_bytes < staged_deinterleave_run_bytes;
+  }
+  return output_streams ? run_bytes < staged_avx2_streamed_odd_deinterleave_run_bytes : stages_by_default;
+}
+
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
   const std::size_t none = axes.size();
@@ -398,10 +431,15 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
       (lines_line_up(direct, run_bytes, ways) || ((long_output_runs || rows_continue) && !kernel.transposes));
   // Staging gives up streaming stores: de-interleaves of runs a little over a vector stage only
   // where the direct plan would not stream.
-  const bool would_stage = best->interleave ? run_bytes < staged_interleave_run_bytes
-                                            : run_bytes < staged_deinterleave_run_bytes ||
-                                                  (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
-                                                   run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  const bool stages_by_default = best->interleave
+                                     ? run_bytes < staged_interleave_run_bytes
+                                     : run_bytes < staged_deinterleave_run_bytes ||
+                                           (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
+                                            run_bytes < staged_unstreamed_deinterleave_run_bytes);
+  const bool would_stage = active_isa() == isa::avx2
+                               ? stages_avx2_shuffle(best->interleave, ways, run_bytes, tile.run.extent,
+                                                     output_streams(plan), stages_by_default)
+                               : stages_by_default;
   // The assembling kernel replaces staging only: where the rows do not continue (a direct plan)
   // or a gather won, it lost or tied (0.79-1.08x over the 10 such grid cells of 4-way interleaves).
   const std::size_t continuing =
