@@ -300,11 +300,6 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
   return repeat;
 }
 
-// Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
-// one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
-// in the source with destination stride B * width. De-interleave: the same with the roles of
-// source and destination swapped. The order in which the other axes are walked does not change
-// the result, so they become the outer axes as they are.
 // Whether a shuffle of runs of `run_bytes` stages: `stages_by_default` is the rule for AVX-512
 // and SSE2 kernels, which the AVX2 ones (see staged_avx2_interleave_run_bytes) keep for many ways
 // and, in the cache, for odd ones.
@@ -320,6 +315,11 @@ bool stages_avx2_shuffle(bool interleave, std::int64_t ways, std::int64_t run_by
   return output_streams ? run_bytes < staged_avx2_streamed_odd_deinterleave_run_bytes : stages_by_default;
 }
 
+// Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
+// one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
+// in the source with destination stride B * width. De-interleave: the same with the roles of
+// source and destination swapped. The order in which the other axes are walked does not change
+// the result, so they become the outer axes as they are.
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
   const std::size_t none = axes.size();
