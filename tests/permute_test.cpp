@@ -19,6 +19,7 @@
 
 #include "kernels/permute/gather.hpp"
 #include "kernels/permute/permute.hpp"
+#include "kernels/stream_store.hpp"
 #include "regrid/runtime.hpp"
 
 namespace regrid {
@@ -953,8 +954,9 @@ TEST(PermutePlan, LongOutputRowsOfShortRunsWalkTheSourceInOrder) {
 }
 
 // Which caps such a plan must stage under: from the lowest ISA whose kernels shuffle it on, except
-// where the AVX2 kernels take the direct plan (interleaves of runs of 64 bytes and more than 8
-// elements, up to 4 ways; de-interleaves of 65-95 bytes of 2 or 4 ways).
+// where the AVX2 kernels take the direct plan (these outputs being too small to stream:
+// interleaves of runs of 64 bytes and more, and of 32 and more for more than 4 ways;
+// de-interleaves of 65-95 bytes of 2 or 4 ways).
 staging_rule staging_for(std::int64_t b, std::int64_t width, std::int64_t length, bool interleave) {
   const std::int64_t run_bytes = length * width;
   const bool power_of_two = (b & (b - 1)) == 0;
@@ -970,11 +972,40 @@ staging_rule staging_for(std::int64_t b, std::int64_t width, std::int64_t length
   } else {  // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements
     from = power_of_two ? isa::scalar : isa::avx2;
   }
-  const bool direct_on_avx2 = b <= 4 && (interleave ? run_bytes >= 64 && length > 8 : power_of_two && run_bytes > 64);
+  const bool direct_on_avx2 =
+      interleave ? run_bytes >= (b <= 4 ? 64 : 32) && b <= 16 : b <= 4 && power_of_two && run_bytes > 64;
   return [=](isa cap) -> std::optional<bool> {
     if (!from || cap < *from) return std::nullopt;
     return !(cap == isa::avx2 && direct_on_avx2);
   };
+}
+
+// The AVX2 kernels' staging rule for interleaves of 32-63 byte runs depends on the output's size:
+// up to 4 ways go direct only where the output streams, 8 ways only where it stays in the cache.
+// Planned only (the large outputs are never allocated).
+TEST(PermutePlan, Avx2InterleavesOfShortRunsStageByOutputSize) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  set_max_isa(isa::avx2);
+  const std::int64_t width = 4;
+  const std::int64_t length = 12;  // 48-byte runs
+  for (std::int64_t b : {4, 8}) {
+    for (std::int64_t outer : {std::int64_t{16}, std::int64_t{8192}}) {  // 96 KiB / 48 MiB for b = 4
+      const std::int64_t run_bytes = length * width;
+      const std::int64_t inner = 32;
+      const std::int64_t far_row = outer * inner * run_bytes;
+      // Padded near-side rows, so that the inner positions stay apart from the run.
+      const std::int64_t near_inner = b * run_bytes + 2 * width;
+      const auto axes = shuffle_axes(true, {outer, inner * run_bytes, inner * near_inner + width},
+                                     {inner, run_bytes, near_inner}, length, b, far_row, width);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+      ASSERT_TRUE(plan.shuffle.has_value()) << describe(plan);
+      const bool streams = plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes);
+      EXPECT_EQ(streams, outer > 16) << describe(plan);
+      const bool staged = plan.shuffle->segment_copy.copy != nullptr;
+      EXPECT_EQ(staged, b <= 4 ? !streams : streams) << describe(plan) << " b=" << b;
+    }
+  }
+  set_max_isa(isa::avx512vbmi);
 }
 
 // Short runs whose rows continue across the repeat axes go through the staging buffer: batches
@@ -1184,6 +1215,59 @@ class guarded_source {
   std::byte* base_ = nullptr;
   std::byte* data_ = nullptr;
 };
+
+// Bytes from the first to one past the last byte `axes` read (strides not running backwards).
+std::int64_t source_span(const std::vector<permute_axis>& axes, std::int64_t width) {
+  std::int64_t span = width;
+  for (const permute_axis& axis : axes) span += (axis.extent - 1) * axis.src_stride;
+  return span;
+}
+
+// The AVX2 kernels' run tails (b_way_step::padded_tail) load whole vectors past a run, but never
+// past the source: every run length up to a little over two vectors per way, far-side rows that
+// continue (staged plans, whose interleaves read one long run per batch) and padded ones (direct
+// plans, one tail per run), the source ending right before an inaccessible page, every ISA the
+// host has, one and two threads, into a pre-filled destination; against the element loop.
+TEST(PermuteRun, RunTailsNeverReadPastTheSource) {
+  std::mt19937_64 rng(23);
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      std::vector<std::int64_t> lengths;
+      for (std::int64_t length = 1; length * width <= 72; length += length * width < 40 ? 1 : 5) {
+        lengths.push_back(length);
+      }
+      for (std::int64_t length : lengths) {
+        for (bool padded : {false, true}) {
+          for (bool interleave : {true, false}) {
+            const std::int64_t run_bytes = length * width;
+            const std::int64_t inner = 3;
+            const std::int64_t far_inner = padded ? run_bytes + width : run_bytes;
+            const std::int64_t far_row = inner * far_inner;
+            const auto axes =
+                shuffle_axes(interleave, {1, 0, 0}, {inner, far_inner, b * run_bytes}, length, b, far_row, width);
+            const std::int64_t src_bytes = source_span(axes, width);
+            const guarded_source guarded(static_cast<std::size_t>(src_bytes), rng);
+            const std::string context = " b=" + std::to_string(b) + " w=" + std::to_string(width) +
+                                        " n=" + std::to_string(length) + (padded ? " padded" : " continuing");
+            std::vector<std::byte> expected(static_cast<std::size_t>(b * far_row + 64), std::byte{0x5A});
+            permute_naive(axes, guarded.data(), expected.data(), width);
+            for (isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+              if (cap > detected_isa()) continue;
+              set_max_isa(cap);
+              const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+              for (int threads : {1, 2}) {
+                std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+                run_permute(plan, guarded.data(), actual.data(), threads);
+                ASSERT_EQ(actual, expected) << describe(plan) << context << " threads=" << threads;
+              }
+            }
+            set_max_isa(isa::avx512vbmi);
+          }
+        }
+      }
+    }
+  }
+}
 
 // s2d NCHW DCR outputs larger than the cache: de-interleaves of up to 4 ways, and streamed ones of 8
 // ways with runs under 1 KiB, read the source once, in order (the repeat walks the block row i

@@ -67,7 +67,16 @@ constexpr std::int64_t streamed_unaligned_deinterleave_run_bytes = 2048;
 // - shorter runs lost direct (0.23-0.69x under 32 bytes).
 // The 58 / 58 / 70 cells this moves, 1 thread: 1.27x / 1.28x / 1.48x at 64 KiB / 1 MiB / 16 MiB
 // (median 0.30 -> 0.41, 0.50 -> 0.66, 0.58 -> 0.90 of memcpy); 2 threads 1.15x / 1.16x / 1.42x.
-constexpr std::int64_t staged_avx2_interleave_run_bytes = 64;
+// Since each run's tail is one step (b_way_step::padded_tail), more interleaves go direct: runs of
+// 32-63 bytes of up to 4 ways where the output streams, and of 8 and 16 ways (and 64-byte runs of
+// 8-byte elements) in the cache. Staged cells of 32-127 byte runs planned both ways, both with the
+// one-step tails, alternating per layout group, three rounds, 1 thread: up to 4 ways 1.35-1.95x
+// per element width at 16 MiB (8-byte elements 0.93-0.99x); 8 and 16 ways 1.26-1.47x at 64 KiB,
+// 1.0-1.24x at 1 MiB, but 0.51-0.69x at 16 MiB for 8 ways. Up to 4 ways of 32-63 bytes in the
+// cache went 0.89x / 0.80x on 1 / 2 threads at 64 KiB and 1.07x / 0.98x at 1 MiB (same-binary-pair
+// A/B of the whole change), and stay staged. Under 32 bytes direct still lost (0.39-0.82x).
+constexpr std::int64_t staged_avx2_interleave_run_bytes = 32;
+constexpr std::int64_t staged_avx2_cached_interleave_run_bytes = 64;
 constexpr std::int64_t max_ways_direct_avx2 = 4;
 constexpr std::int64_t max_staged_avx2_interleave_run_elements = 8;
 constexpr std::int64_t staged_avx2_streamed_odd_deinterleave_run_bytes = 32;
@@ -306,13 +315,25 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
 bool stages_avx2_shuffle(bool interleave, std::int64_t ways, std::int64_t run_bytes, std::int64_t run_elements,
                          bool output_streams, bool stages_by_default) {
   if (interleave) {
-    return run_bytes < staged_avx2_interleave_run_bytes || run_elements <= max_staged_avx2_interleave_run_elements ||
-           (stages_by_default && ways > max_ways_direct_avx2);
+    if (run_bytes < staged_avx2_interleave_run_bytes) return true;
+    if (!stages_by_default) return false;
+    if (output_streams) return ways > max_ways_direct_avx2 || run_elements <= max_staged_avx2_interleave_run_elements;
+    return ways <= max_ways_direct_avx2 && run_bytes < staged_avx2_cached_interleave_run_bytes;
   }
   if (std::has_single_bit(static_cast<std::uint64_t>(ways))) {
     return ways > max_ways_direct_avx2 ? stages_by_default : run_bytes < staged_deinterleave_run_bytes;
   }
   return output_streams ? run_bytes < staged_avx2_streamed_odd_deinterleave_run_bytes : stages_by_default;
+}
+
+// Bytes from the source's first byte to one past its last, or 0 where a stride runs backwards.
+std::int64_t source_span_of(const axis_list& axes, std::size_t width) {
+  auto span = static_cast<std::int64_t>(width);
+  for (const permute_axis& axis : axes) {
+    if (axis.src_stride < 0) return 0;
+    span += (axis.extent - 1) * axis.src_stride;
+  }
+  return span;
 }
 
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
@@ -373,6 +394,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   if (!best) return false;
   auto far = [&](const permute_axis& a) { return best->interleave ? a.src_stride : a.dst_stride; };
   shuffle_tile tile;
+  tile.source_span = source_span_of(axes, plan.width);
   axis_list rest;
   for (std::size_t i = 0; i < axes.size(); ++i) {
     if (!contains(best->ways_axes, i) && i != best->run) rest.push_back(axes[i]);
@@ -1104,7 +1126,7 @@ tile_shape planes_innermost(const tile_shape& t) {
 // `group` (extent > 1), the call moves the whole repeat at each of group.extent positions of that
 // axis, which must all fit the buffer at once: one segment copy and one shuffle for all of them.
 void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst, std::int64_t length,
-                const shuffle_repeat& repeat, const permute_axis& group) {
+                const shuffle_repeat& repeat, const permute_axis& group, const std::byte* src_end) {
   alignas(64) std::byte buffer[staging_bytes + staging_slack_bytes];
   const bool interleave = tile.interleave;
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
@@ -1129,7 +1151,9 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
     const shuffle_repeat per_plane{.inner = interleave ? permute_axis{group.extent, far_plane, plane_bytes}
                                                        : permute_axis{group.extent, plane_bytes, far_plane},
                                    .streaming = !interleave && repeat.streaming &&
-                                                far_bytes * rows * cols >= streamed_unaligned_deinterleave_run_bytes};
+                                                far_bytes * rows * cols >= streamed_unaligned_deinterleave_run_bytes,
+                                   // The shuffle reads the source (interleave) or the buffer.
+                                   .readable_end = interleave ? src_end : buffer + sizeof(buffer)};
     if (interleave) {
       tile.fn(src + far_offset, buffer, run, tile.offsets.data(), per_plane);
       // Where the group's positions lie side by side within each output line (segments under a
@@ -1230,6 +1254,7 @@ constexpr std::int64_t min_staged_items_per_thread = 4;
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, int threads,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
+  const std::byte* const src_end = tile.source_span > 0 ? src + tile.source_span : nullptr;
   // Calls that fill at most half the buffer also walk the innermost outer axis, as many positions
   // as fit the buffer at once, so that the per-call set-up (work item, batch sizes, two kernel
   // calls) is paid once per buffer. Same-run A/B over the 627 grid cells this takes, twice: 1.18x
@@ -1253,7 +1278,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
             const std::int64_t first = item * per_group;
             const permute_axis part{std::min(per_group, group.extent - first), group.src_stride, group.dst_stride};
             run_staged(tile, plan.width, src + src_offset + first * group.src_stride,
-                       dst + dst_offset + first * group.dst_stride, tile.run.extent, tile.repeat, part);
+                       dst + dst_offset + first * group.dst_stride, tile.run.extent, tile.repeat, part, src_end);
           });
     });
     return;
@@ -1278,7 +1303,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
       const std::int64_t first = (item++ / outer_count) * per_item;
       shuffle_repeat repeat = tile.repeat;
       (two_levels ? repeat.outer : repeat.inner).extent = std::min(per_item, split_axis.extent - first);
-      run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat, permute_axis{});
+      run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat, permute_axis{},
+                 src_end);
     });
   });
 }
@@ -1391,6 +1417,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                            (tile.repeat.inner.dst_stride == way_row_bytes ||
                             (tile.repeat.outer.dst_stride == way_row_bytes &&
                              ways_count * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+    const std::byte* const src_end = tile.source_span > 0 ? src + tile.source_span : nullptr;
     const bool off_lines = tile.repeat.streaming && !tile.interleave &&
                            reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
                            way_row_bytes < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
@@ -1401,6 +1428,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                       const std::int64_t first_split = (run_items == 1 ? item : item / run_items) * per_item;
                       shuffle_repeat repeat = tile.repeat;
                       if (off_lines) repeat.streaming = false;
+                      repeat.readable_end = src_end;
                       permute_axis& part = two_levels ? repeat.outer : repeat.inner;
                       part.extent = std::min(per_item, split_axis.extent - first_split);
                       const std::byte* from =

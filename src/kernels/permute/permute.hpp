@@ -91,6 +91,9 @@ struct shuffle_repeat {
   ///   de-interleave: vector = permute(input bytes [64k, 64k + 64)); piece j stored to row j
   /// with masked accesses for the run's last partial vector.
   bool assembled = false;
+  /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
+  /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
+  const std::byte* readable_end = nullptr;
 };
 
 /// Interleaves whose output rows do not all start on cache lines stream from each row's first
@@ -165,6 +168,9 @@ struct shuffle_tile {
   /// run per batch instead of one short run per repeat position.
   tile_kernel segment_copy;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
+  /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
+  /// everything in between belongs to the caller's source buffer, so kernels may read it.
+  std::int64_t source_span = 0;
 };
 
 struct gather_program;  // kernels/permute/gather.hpp
