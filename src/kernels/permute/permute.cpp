@@ -336,6 +336,12 @@ std::int64_t source_span_of(const axis_list& axes, std::size_t width) {
   return span;
 }
 
+// One past the source's last byte, which a shuffle's loads may approach (shuffle_repeat::readable_end),
+// or null where the span is unknown.
+const std::byte* source_end(const shuffle_tile& tile, const std::byte* src) {
+  return tile.source_span > 0 ? src + tile.source_span : nullptr;
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -589,11 +595,10 @@ struct gather_candidates {
 gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_layout layout) {
   gather_candidates found;
   if (axes.empty()) return found;
-  std::int64_t source_span = static_cast<std::int64_t>(width);
-  for (const permute_axis& axis : axes) {
-    // Windows are placed from each row's first byte on, so strides must not run backwards.
-    if (axis.src_stride < 0 || axis.dst_stride < 0) return found;
-    source_span += (axis.extent - 1) * axis.src_stride;
+  // Windows are placed from each row's first byte on, so strides must not run backwards.
+  const std::int64_t source_span = source_span_of(axes, width);
+  if (source_span == 0 || std::ranges::any_of(axes, [](const permute_axis& axis) { return axis.dst_stride < 0; })) {
+    return found;
   }
   if (layout == gather_layout::halves_of_16 && source_span < min_avx2_gather_source_bytes) return found;
   const gather_fn fn = layout == gather_layout::halves_of_16 ? gather_rows_avx2 : gather_rows_avx512vbmi;
@@ -1254,7 +1259,7 @@ constexpr std::int64_t min_staged_items_per_thread = 4;
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, int threads,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
-  const std::byte* const src_end = tile.source_span > 0 ? src + tile.source_span : nullptr;
+  const std::byte* const src_end = source_end(tile, src);
   // Calls that fill at most half the buffer also walk the innermost outer axis, as many positions
   // as fit the buffer at once, so that the per-call set-up (work item, batch sizes, two kernel
   // calls) is paid once per buffer. Same-run A/B over the 627 grid cells this takes, twice: 1.18x
@@ -1417,7 +1422,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                            (tile.repeat.inner.dst_stride == way_row_bytes ||
                             (tile.repeat.outer.dst_stride == way_row_bytes &&
                              ways_count * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
-    const std::byte* const src_end = tile.source_span > 0 ? src + tile.source_span : nullptr;
+    const std::byte* const src_end = source_end(tile, src);
     const bool off_lines = tile.repeat.streaming && !tile.interleave &&
                            reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
                            way_row_bytes < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
