@@ -210,9 +210,9 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             } else if (plan.gather) {
               // Short runs of 2-4 ways: with VBMI or AVX2 a periodic gather beats the shuffle.
               EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);
-            } else if (wide && cap < isa::avx512) {  // 32 and 64 ways: AVX-512 only
+            } else if (wide && cap == isa::scalar) {  // 32 and 64 ways: AVX2 and AVX-512 only
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
-            } else if (wide && width == 8 && length >= (interleave ? 2 : 8)) {
+            } else if (wide && width == 8 && cap >= isa::avx512 && length >= (interleave ? 2 : 8)) {
               // 8-byte elements: the tile transpose, wherever its columns (the destination's
               // contiguous axis) number 8 or more.
               EXPECT_EQ(kernel_name(plan), "transpose_x64_avx512") << describe(plan);
@@ -225,7 +225,9 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
               // whose lane-local network is as fast); without it, B = 3 and 9 stay in 128-bit lanes
               // (vpshufb), so AVX-512 takes AVX2's.
               if (wide) {  // block transposes instead of a network that spills
-                EXPECT_NE(kernel_name(plan).find("_transposing_avx512"), std::string::npos) << describe(plan);
+                EXPECT_NE(kernel_name(plan).find(cap >= isa::avx512 ? "_transposing_avx512" : "_transposing_avx2"),
+                          std::string::npos)
+                    << describe(plan);
               } else if (width == 1 && cap == isa::avx512vbmi &&
                          (!(interleave && power_of_two && !wide) || plan.shuffle->repeat.assembled)) {
                 // The assembling 4-way interleaves (AssembledInterleavesMatchOnEveryIsa) permute
@@ -1259,6 +1261,50 @@ TEST(PermuteRun, RunTailsNeverReadPastTheSource) {
   }
 }
 
+// The block-transposing shuffles of 32 and 64 ways (the AVX2 and AVX-512 kernels): every run length
+// up to a little over two blocks of positions (AVX2's interleaves load a partial block's rows whole
+// where the source lasts, and element by element where it does not), far-side rows continuing or
+// padded, from a source that ends at an inaccessible page, into pre-filled outputs; each plan must
+// be the transposing shuffle at both levels.
+TEST(PermuteRun, TransposingShufflesNeverReadPastTheSource) {
+  std::mt19937_64 rng(29);
+  for (std::int64_t b : {32, 64}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      const std::int64_t positions = width == 1 ? 32 : 8;  // per block, the longest of either level
+      for (std::int64_t length = 2; length <= 2 * positions + 3; ++length) {
+        for (bool padded : {false, true}) {
+          for (bool interleave : {true, false}) {
+            const std::int64_t run_bytes = length * width;
+            const std::int64_t far_row = padded ? run_bytes + width : run_bytes;
+            const auto axes = shuffle_axes(interleave, {1, 0, 0}, {1, 0, 0}, length, b, far_row, width);
+            const guarded_source guarded(static_cast<std::size_t>(source_span(axes, width)), rng);
+            const std::string context = " b=" + std::to_string(b) + " w=" + std::to_string(width) +
+                                        " n=" + std::to_string(length) + (padded ? " padded" : " continuing");
+            for (isa cap : {isa::avx2, isa::avx512}) {
+              if (cap > detected_isa()) continue;
+              set_max_isa(cap);
+              const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+              // AVX-512 transposes tiles of 8-byte elements instead where 8 or more columns allow;
+              // runs of a register shuffle's way count may swap roles with the ways; runs under 16
+              // bytes may gather.
+              const bool swaps =
+                  length == 2 || length == 3 || length == 4 || length == 8 || length == 9 || length == 16;
+              if ((cap == isa::avx2 || width < 8) && !swaps) {
+                ASSERT_TRUE((plan.shuffle && plan.shuffle->transposes) || (plan.gather && run_bytes < 16))
+                    << describe(plan) << context;
+              }
+            }
+            set_max_isa(isa::avx512vbmi);
+            std::vector<std::byte> expected(static_cast<std::size_t>(b * far_row + 64), std::byte{0x5A});
+            permute_naive(axes, guarded.data(), expected.data(), width);
+            ASSERT_NO_FATAL_FAILURE(expect_every_isa_matches(axes, width, guarded.data(), expected, context));
+          }
+        }
+      }
+    }
+  }
+}
+
 // s2d NCHW DCR outputs larger than the cache: de-interleaves of up to 4 ways, and streamed ones of 8
 // ways with runs under 1 KiB, read the source once, in order (the repeat walks the block row i
 // inside the output row h'); the others, and in-cache outputs, keep the destination's order. Each
@@ -1283,10 +1329,11 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
                                          {d, b * side * w, d * w},
                                          {d, b * w, w}};
     // The source ends at an inaccessible page, so that reading past it faults.
-    const guarded_source guarded(static_cast<std::size_t>(t.channels * side * side * w), rng);
-    const std::vector<std::byte> src(guarded.data(), guarded.data() + t.channels * side * side * w);
-    std::vector<std::byte> want(src.size(), std::byte{0x5A});
-    permute_naive(axes, src.data(), want.data(), w);
+    const auto src_bytes = static_cast<std::size_t>(t.channels * side * side * w);
+    const guarded_source guarded(src_bytes, rng);
+    const std::byte* const src = guarded.data();
+    std::vector<std::byte> want(src_bytes, std::byte{0x5A});
+    permute_naive(axes, src, want.data(), w);
     const std::string context = " b=" + std::to_string(b) + " w=" + std::to_string(w) +
                                 " C=" + std::to_string(t.channels) + " d=" + std::to_string(d);
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(w));
@@ -1302,17 +1349,14 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
             << describe(plan) << context;
       }
     }
-    expect_every_isa_matches(axes, w, src.data(), want, context);
-    std::vector<std::byte> actual(want.size(), std::byte{0x5A});
-    run_permute(plan, guarded.data(), actual.data(), 2);
-    ASSERT_EQ(actual, want) << context << " (guarded source)";
+    expect_every_isa_matches(axes, w, src, want, context);
     // A destination 16 bytes past a cache line, as numpy's buffers are: the streamed plans write
     // it through line sinks (up to 16 rows per position) or with ordinary stores (run_permute),
     // and the bytes around it stay untouched.
     std::vector<std::byte> padded(want.size() + 128, std::byte{0x5A});
     const auto misalign =
         static_cast<std::size_t>((16 - reinterpret_cast<std::uintptr_t>(padded.data()) % 64 + 64) % 64);
-    run_permute(plan, src.data(), padded.data() + misalign, 2);
+    run_permute(plan, src, padded.data() + misalign, 2);
     ASSERT_TRUE(std::equal(want.begin(), want.end(), padded.begin() + static_cast<std::ptrdiff_t>(misalign)))
         << context << " (destination off lines)";
     ASSERT_TRUE(std::all_of(padded.begin(), padded.begin() + static_cast<std::ptrdiff_t>(misalign),
@@ -1727,16 +1771,17 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
 // Without forcing, the AVX2 rules take a gather for the short runs of NHWC CRD (4 channels of
 // bytes, a direct 4-way shuffle of 4-byte runs, with the program of the shortest period: 32 bytes,
 // not the 2 KiB output row), for the RGB pixel shuffle (a staged 3-way shuffle of 2-byte runs), for
-// elements moved one at a time (s2d channels-last CRD b4 of 64 4-byte channels) and for 3-byte
-// pixels into rows of 1023 bytes (single blocks); they keep the run copy of 256-byte runs, the
-// 16-way shuffle of 64-byte runs, and the 3-byte pixels' run copy where the output is larger than
-// the cache.
+// elements moved one at a time (a 96 x 96 transpose of 4-byte elements: too many ways for a
+// shuffle) and for 3-byte pixels into rows of 1023 bytes (single blocks); they keep the run copy of
+// 256-byte runs, the 16-way shuffle of 64-byte runs, the block-transposing 64-way shuffle (s2d
+// channels-last CRD b4 of 64 4-byte channels), and the 3-byte pixels' run copy where the output is
+// larger than the cache.
 TEST_F(PermuteGatherAvx2, ChosenWhereItBeatsTheOtherKernels) {
   const auto four_channels = packed_transpose({64, 64, 4, 2, 2}, {0, 3, 1, 4, 2}, 1);  // d2s [64, 64, 16]
   const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);            // d2s [64, 64, 12]
-  const auto one_at_a_time =
-      packed_transpose({3, 4, 3, 4, 3, 4, 64}, {0, 2, 4, 6, 1, 3, 5}, 4);                 // s2d CL-K3 CRD b4 C64
-  const auto pixels_into_rows = packed_transpose({4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1);  // d2s [4, 341, 9]
+  const auto one_at_a_time = packed_transpose({96, 96}, {1, 0}, 4);
+  const auto transposing = packed_transpose({3, 4, 3, 4, 3, 4, 64}, {0, 2, 4, 6, 1, 3, 5}, 4);  // s2d CL-K3 CRD b4 C64
+  const auto pixels_into_rows = packed_transpose({4, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1);        // d2s [4, 341, 9]
   const auto large_pixels_into_rows = packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1);
   const auto long_runs = packed_transpose({64, 64, 2, 2, 64}, {0, 2, 1, 3, 4}, 4);     // NHWC DCR, 256-byte runs
   const auto sixteen_long = packed_transpose({32, 4, 32, 4, 64}, {0, 2, 4, 1, 3}, 1);  // s2d NHWC CRD b4 C64
@@ -1746,6 +1791,8 @@ TEST_F(PermuteGatherAvx2, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_EQ(four_plan.gather->program->period_dst_bytes, 32) << describe(four_plan);
   EXPECT_EQ(kernel_name(plan_permute(rgb, 1)), "gather_avx2") << describe(plan_permute(rgb, 1));
   EXPECT_EQ(kernel_name(plan_permute(one_at_a_time, 4)), "gather_avx2") << describe(plan_permute(one_at_a_time, 4));
+  EXPECT_EQ(kernel_name(plan_permute(transposing, 4)), "interleave64_x32_transposing_avx2")
+      << describe(plan_permute(transposing, 4));
   const permute_plan rows_plan = plan_permute(pixels_into_rows, 1);
   ASSERT_EQ(kernel_name(rows_plan), "gather_avx2") << describe(rows_plan);
   EXPECT_TRUE(rows_plan.gather->program->single_block) << describe(rows_plan);

@@ -153,17 +153,27 @@ bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, st
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false,
                               bool assembled = false) {
   const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
-  // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): AVX-512
-  // only, as block transposes in registers (transposing_shuffle_kernel_avx512). The shuffle
-  // networks of that many ways keep 64 vectors in flight and spill; same-run A/Bs over the 26
-  // such grid cells of each width against them: bytes 5.4x at 64 KiB, 3.3x at 1 MiB, 1.6x at 16
-  // MiB (interleaves streaming); 2-byte 3.7x, 2.6x, 1.4x; 4-byte 6.1x, 3.9x, 1.7x. For 8-byte
-  // elements the tile transpose (transpose_tile_kernel_avx512) was as fast or faster where it
-  // applies; the block-transposing shuffle serves them only where it does not (`wide_eight_byte`,
-  // see plan_permute).
+  // 32 and 64 ways (the channels-last CRD transposes of b = 8, and of b = 4 with K = 3): block
+  // transposes in registers (transposing_shuffle_kernel_*). The shuffle networks of that many
+  // ways keep 64 vectors in flight and spill; same-run A/Bs over the 26 such grid cells of each
+  // width against them: bytes 5.4x at 64 KiB, 3.3x at 1 MiB, 1.6x at 16 MiB (interleaves
+  // streaming); 2-byte 3.7x, 2.6x, 1.4x; 4-byte 6.1x, 3.9x, 1.7x. For 8-byte elements the tile
+  // transpose (transpose_tile_kernel_avx512) was as fast or faster where it applies; at the
+  // avx512 level the block-transposing shuffle serves them only where it does not
+  // (`wide_eight_byte`, see plan_permute). AVX2 has no tile transpose; there the shuffles of all
+  // four widths replaced gathers and element-by-element tile copies: same-binary-pair A/B on a Zen
+  // 3 without AVX-512 over the grid cells that change (48 at 64 KiB, 36 at 1 MiB and at 16 MiB),
+  // six alternations, 1 thread: 3.05x / 2.52x / 2.34x (median 0.16 -> 0.39, 0.23 -> 0.55,
+  // 0.22 -> 0.52 of memcpy), one cell under 0.95x (0.89x, d2s channels-last DCR b8 C1 of bytes at
+  // 64 KiB); 2 threads, six: 3.13x / 1.92x / 2.27x (0.83x for d2s channels-last CRD b8 C1 of
+  // bytes at 64 KiB).
   if (ways > max_register_ways) {
-    if (active_isa() < isa::avx512 || (width == 8 && !wide_eight_byte)) return {};
-    return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
+    if (active_isa() >= isa::avx512) {
+      if (width == 8 && !wide_eight_byte) return {};
+      return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
+    }
+    if (active_isa() == isa::avx2) return {transposing_shuffle_kernel_avx2(width, ways, interleave), isa::avx2, true};
+    return {};
   }
   // Byte interleaves of powers of two take the AVX-512 networks, except the assembling kernel's,
   // whose one-source byte permute needs VBMI.
@@ -464,7 +474,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                                      : run_bytes < staged_deinterleave_run_bytes ||
                                            (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
                                             run_bytes < staged_unstreamed_deinterleave_run_bytes);
-  const bool would_stage = active_isa() == isa::avx2
+  // The block-transposing kernels stage by the default rule at either level.
+  const bool would_stage = active_isa() == isa::avx2 && !kernel.transposes
                                ? stages_avx2_shuffle(best->interleave, ways, run_bytes, tile.run.extent,
                                                      output_streams(plan), stages_by_default)
                                : stages_by_default;
@@ -769,8 +780,8 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
 // - direct shuffles of runs under 16 bytes, up to 4 steps (NHWC CRD of 4 channels: 2.0-7.4x);
 // - staged shuffles of runs under 4 bytes up to 4 steps, under 8 up to 3, under 16 up to 2
 //   (1.6-9.9x; more steps lost: 3-4 steps over 4-7 byte runs 0.97x, 8-16 byte runs 0.64x);
-// - tiles of elements moved one at a time (the scalar copy where AVX-512 transposes 8 x 8 blocks,
-//   channels-last CRD of 64 channels: 1.2-2.6x, up to 16 steps), and run copies of 3-byte pixels
+// - tiles of elements moved one at a time (channels-last CRD of 64 channels, before the AVX2
+//   block-transposing shuffles took those: 1.2-2.6x, up to 16 steps), and run copies of 3-byte pixels
 //   (up to 4 steps, or 6 for periodic programs: 1.3-2.8x) and of 6-byte ones (periodic, up to 3:
 //   1.2-1.8x).
 // Where the output is larger than the cache the copies tied or lost (0.79-1.05x: both are

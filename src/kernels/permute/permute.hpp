@@ -123,7 +123,7 @@ inline constexpr std::int64_t max_register_ways = 16;
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
 /// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}, and at the avx512
-/// level also for B in {2, 4, 8, 16} and width in {16, 32} (transposing_shuffle_kernel_avx512 has B
+/// level also for B in {2, 4, 8, 16} and width in {16, 32} (the transposing_shuffle_kernel_* have B
 /// in {32, 64}); null otherwise.
 /// The run is repeated at every position of `repeat`.
 using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
@@ -134,9 +134,10 @@ shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool inte
 /// Width 1 only (null otherwise): the avx512 kernels built with AVX512-VBMI byte permutes.
 shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool interleave);
 /// Widths 1, 2, 4 and 8, 32 or 64 ways (null otherwise): the shuffle as block transposes in
-/// registers (8 x 8 elements; bytes 16 x 16 in each 128-bit lane), the avx512 level. With
-/// repeat.streaming an interleave writes its output with streaming stores; a de-interleave
-/// ignores it.
+/// registers (8 x 8 elements, 4 x 4 for 8-byte ones at the avx2 level; bytes 16 x 16 in each
+/// 128-bit lane). With repeat.streaming an interleave writes its output with streaming stores; a
+/// de-interleave ignores it.
+shuffle_fn transposing_shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 
 /// How run_permute cuts an unstaged shuffle plan into work items: blocks of `per_item` positions of
@@ -155,7 +156,7 @@ struct shuffle_tile {
   shuffle_fn fn = nullptr;
   bool interleave = true;
   isa level = isa::scalar;  ///< the ISA the kernel was built for
-  bool transposes = false;  ///< the kernel is transposing_shuffle_kernel_avx512's
+  bool transposes = false;  ///< the kernel is a transposing_shuffle_kernel_*'s
   detail::fixed_vector<std::int64_t, max_shuffle_ways>
       offsets;            ///< bytes: source rows (interleave) or destination rows
   permute_axis run;       ///< the run: src stride = width (interleave) or dst stride = width
