@@ -208,8 +208,12 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
                 EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
               }
             } else if (plan.gather) {
-              // Short runs of 2-4 ways: with VBMI or AVX2 a periodic gather beats the shuffle.
-              EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);
+              // Short runs of 2-4 ways: with VBMI or AVX2 a periodic gather beats the shuffle; the
+              // avx512 level without VBMI takes the AVX2 level's.
+              EXPECT_NE(cap, isa::scalar) << describe(plan);
+              if (cap == isa::avx512) {
+                EXPECT_EQ(kernel_name(plan), "gather_avx2") << describe(plan);
+              }
             } else if (wide && cap == isa::scalar) {  // 32 and 64 ways: AVX2 and AVX-512 only
               EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
             } else if (wide && width == 8 && cap >= isa::avx512 && length >= (interleave ? 2 : 8)) {
@@ -539,7 +543,11 @@ void expect_every_isa_matches(const std::vector<permute_axis>& axes, std::int64_
     const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
     const std::optional<bool> must_stage = staging ? staging(cap) : std::nullopt;
     if (plan.gather) {
-      EXPECT_TRUE(cap == isa::avx512vbmi || cap == isa::avx2) << describe(plan);  // gathers need VBMI or AVX2
+      // Gathers need VBMI or AVX2; the avx512 level without VBMI takes the AVX2 level's.
+      EXPECT_NE(cap, isa::scalar) << describe(plan);
+      if (cap == isa::avx512) {
+        EXPECT_EQ(kernel_name(plan), "gather_avx2") << describe(plan);
+      }
     } else if (must_stage == true && !(plan.shuffle && plan.shuffle->repeat.assembled)) {
       // The assembling interleaves replace staging where their ISA is there.
       ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan) << context;
@@ -952,6 +960,33 @@ TEST(PermutePlan, LongOutputRowsOfShortRunsWalkTheSourceInOrder) {
   EXPECT_EQ(plan_permute(depth_to_space(591, 2), 4).col.extent, 591);  // two output rows
   std::mt19937_64 rng(37);
   expect_matches_naive_on_one_and_two_threads(large, plan, 4, rng);
+  set_max_isa(isa::avx512vbmi);
+}
+
+// The avx512 level without VBMI has no gather of its own: where the AVX2 plan gathers, it takes
+// that plan (the RGB pixel shuffle, the 6-byte runs of s2d NHWC CRD b2 C3 of bytes), except where
+// its own plan transposes in registers (8-byte elements, which AVX2 gathers one at a time).
+TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(41);
+  const auto rgb = packed_transpose({64, 64, 3, 2, 2}, {0, 3, 1, 4, 2}, 1);        // d2s [64, 64, 12]
+  const auto rgb_pairs = packed_transpose({74, 2, 74, 2, 3}, {0, 2, 4, 1, 3}, 1);  // s2d NHWC CRD b2 C3
+  for (const auto& axes : {rgb, rgb_pairs}) {
+    set_max_isa(isa::avx2);
+    const permute_plan avx2_plan = plan_permute(axes, 1);
+    set_max_isa(isa::avx512);
+    const permute_plan plan = plan_permute(axes, 1);
+    EXPECT_EQ(kernel_name(avx2_plan), "gather_avx2") << describe(avx2_plan);
+    EXPECT_EQ(describe(plan), describe(avx2_plan));
+    expect_matches_naive_on_one_and_two_threads(axes, plan, 1, rng);
+  }
+  const auto eight_byte_transpose = packed_transpose({1, 19, 67}, {0, 2, 1}, 8);
+  set_max_isa(isa::avx2);
+  EXPECT_EQ(kernel_name(plan_permute(eight_byte_transpose, 8)), "gather_avx2");
+  set_max_isa(isa::avx512);
+  const permute_plan transpose = plan_permute(eight_byte_transpose, 8);
+  EXPECT_EQ(kernel_name(transpose), "transpose_x64_avx512") << describe(transpose);
+  expect_matches_naive_on_one_and_two_threads(eight_byte_transpose, transpose, 8, rng);
   set_max_isa(isa::avx512vbmi);
 }
 
@@ -1764,8 +1799,6 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
       packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi")
       << describe(plan_permute(short_rows, 1));
-  set_max_isa(isa::avx512);
-  EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
 }
 
 // Without forcing, the AVX2 rules take a gather for the short runs of NHWC CRD (4 channels of

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "core/checked.hpp"
 #include "kernels/permute/gather.hpp"
@@ -86,6 +87,12 @@ constexpr std::int64_t staging_bytes = 16 * 1024;
 using axis_list = detail::fixed_vector<permute_axis, max_permute_axes>;
 using way_list = detail::fixed_vector<std::size_t, 4>;
 
+// The level plans are made for: active_isa(), except while the avx512 level asks what the AVX2
+// level would plan (see plan_permute).
+thread_local std::optional<isa> planning_level_override;
+
+isa planning_isa() { return planning_level_override.value_or(active_isa()); }
+
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
 bool contains(const way_list& ways, std::size_t axis) {
@@ -140,7 +147,7 @@ std::atomic<bool> assembled_forced{false};
 bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, std::int64_t run_bytes,
                        std::int64_t continued_bytes, std::int64_t call_bytes, bool output_streams) {
   const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
-  if (active_isa() < needed || (ways != 2 && ways != 4 && ways != 8)) return false;
+  if (planning_isa() < needed || (ways != 2 && ways != 4 && ways != 8)) return false;
   if (assembled_forced.load(std::memory_order_relaxed)) return true;
   if (!interleave) {
     return ways == 8 && output_streams && continued_bytes < max_assembled_deinterleave_row_bytes &&
@@ -168,19 +175,19 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
   // 64 KiB); 2 threads, six: 3.13x / 1.92x / 2.27x (0.83x for d2s channels-last CRD b8 C1 of
   // bytes at 64 KiB).
   if (ways > max_register_ways) {
-    if (active_isa() >= isa::avx512) {
+    if (planning_isa() >= isa::avx512) {
       if (width == 8 && !wide_eight_byte) return {};
       return {transposing_shuffle_kernel_avx512(width, ways, interleave), isa::avx512, true};
     }
-    if (active_isa() == isa::avx2) return {transposing_shuffle_kernel_avx2(width, ways, interleave), isa::avx2, true};
+    if (planning_isa() == isa::avx2) return {transposing_shuffle_kernel_avx2(width, ways, interleave), isa::avx2, true};
     return {};
   }
   // Byte interleaves of powers of two take the AVX-512 networks, except the assembling kernel's,
   // whose one-source byte permute needs VBMI.
-  if (width == 1 && active_isa() >= isa::avx512vbmi && (!(interleave && power_of_two) || assembled)) {
+  if (width == 1 && planning_isa() >= isa::avx512vbmi && (!(interleave && power_of_two) || assembled)) {
     return {shuffle_kernel_avx512vbmi(width, ways, interleave), isa::avx512vbmi};
   }
-  isa level = std::min(active_isa(), isa::avx512);
+  isa level = std::min(planning_isa(), isa::avx512);
   if (!power_of_two) {
     if (level == isa::scalar) return {};
     if (width == 1) level = isa::avx2;
@@ -223,7 +230,7 @@ bool reads_source_stretches(const permute_plan& plan) {
 tile_kernel tile_kernel_for_isa(std::size_t width, bool streaming = false) {
   const bool number = width == 1 || width == 2 || width == 4 || width == 8;
   if (!number) {
-    switch (active_isa()) {
+    switch (planning_isa()) {
       case isa::avx512vbmi:
       case isa::avx512: return run_tile_kernel_avx512(width, streaming);
       case isa::avx2: return run_tile_kernel_avx2(width, streaming);
@@ -475,7 +482,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                                            (!direct.streaming && run_bytes > staged_deinterleave_run_bytes &&
                                             run_bytes < staged_unstreamed_deinterleave_run_bytes);
   // The block-transposing kernels stage by the default rule at either level.
-  const bool would_stage = active_isa() == isa::avx2 && !kernel.transposes
+  const bool would_stage = planning_isa() == isa::avx2 && !kernel.transposes
                                ? stages_avx2_shuffle(best->interleave, ways, run_bytes, tile.run.extent,
                                                      output_streams(plan), stages_by_default)
                                : stages_by_default;
@@ -506,7 +513,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     // same-run A/B, twice); at 16 MiB, where the strided side misses the cache, masked accesses
     // lost: 0.7-0.8x for segments of up to 64 bytes.
     const auto segment_bytes = static_cast<std::size_t>(run_bytes) * tile.offsets.size();
-    tile.segment_copy = active_isa() >= isa::avx512 && !output_streams(plan)
+    tile.segment_copy = planning_isa() >= isa::avx512 && !output_streams(plan)
                             ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
                             : tile_kernel_for_isa(segment_bytes);
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, output_streams(plan))) {
@@ -813,10 +820,9 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
-// VBMI or AVX2 (the avx512 level without VBMI takes none: its other kernels were never measured
-// against the AVX2 gather).
+// VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
 void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t width) {
-  const isa level = active_isa();
+  const isa level = planning_isa();
   if (level != isa::avx512vbmi && level != isa::avx2) return;
   const bool vbmi = level == isa::avx512vbmi;
   auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
@@ -909,6 +915,28 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan = plan_permute_unsplit(axes, element_bytes);
+  // The avx512 level without VBMI has no gather of its own (its byte permutes stay in 128-bit
+  // lanes, see select_shuffle). Where the AVX2 plan gathers, it takes that plan, unless its own
+  // transposes in registers (the 8 x 8 tile of 8-byte elements, or a block-transposing shuffle),
+  // which the AVX2 rules never weighed: AVX2 gathers 8-byte elements one at a time where it has no
+  // such transpose. Measured on a Xeon with VBMI (Emerald Rapids) under REGRID_MAX_ISA=avx512: the
+  // 97 grid cells this moves (every cell where AVX2 gathers), old and new binaries alternating per
+  // case, twice. 1 thread: 2.10x / 2.37x / 2.63x at 64 KiB / 1 MiB / 16 MiB (median 0.13 -> 0.26,
+  // 0.18 -> 0.40, 0.28 -> 0.64 of memcpy; s2d NHWC CRD b2 C3 of bytes at 64 KiB 1.4 -> 35 GB/s);
+  // 2 threads: 1.92x / 2.81x / 2.92x. 3-byte pixels (b3 C1 of bytes) lost, 0.62-0.88x, at
+  // 0.07-0.23 of memcpy either way.
+  const bool transposes_in_registers =
+      (plan.shuffle && plan.shuffle->transposes) || plan.kernel.copy == transpose_tile_kernel_avx512().copy;
+  if (planning_isa() == isa::avx512 && !transposes_in_registers) {
+    permute_plan avx2_plan = [&] {
+      planning_level_override = isa::avx2;
+      struct restore {
+        ~restore() { planning_level_override.reset(); }
+      } restore_level;
+      return plan_permute_unsplit(axes, element_bytes);
+    }();
+    if (avx2_plan.gather) return avx2_plan;
+  }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
 }
@@ -971,7 +999,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // or 4 elements load under a mask). Its columns are whole 64-byte stores: with 3 or 4 columns
   // the masked 24-32 byte stores ran at 0.6-0.7x of the element loop.
   const bool transpose =
-      plan.width == 8 && plan.col.dst_stride == 8 && plan.col.extent >= 8 && active_isa() >= isa::avx512;
+      plan.width == 8 && plan.col.dst_stride == 8 && plan.col.extent >= 8 && planning_isa() >= isa::avx512;
   if (transpose) {
     const auto source_run =
         std::find_if(fused.begin(), fused.end(), [](const permute_axis& axis) { return axis.src_stride == 8; });
@@ -1019,7 +1047,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
       tile_kernel_for_isa(plan.width, output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)));
   if (transpose && plan.row.src_stride == 8) {
     plan.kernel = transpose_tile_kernel_avx512();
-  } else if (plan.width == 8 && active_isa() >= isa::avx512) {
+  } else if (plan.width == 8 && planning_isa() >= isa::avx512) {
     // No tile transpose (fewer than 8 columns, e.g. s2d channels-last CRD b3 / b4 of 64 8-byte
     // channels, d2s channels-last b8 C1 uint8 at 64 KiB): a 32- or 64-way block-transposing
     // shuffle, where one fits, beats moving elements one at a time or gathering them (same-run
