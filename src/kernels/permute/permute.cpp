@@ -925,9 +925,10 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   // 0.18 -> 0.40, 0.28 -> 0.64 of memcpy; s2d NHWC CRD b2 C3 of bytes at 64 KiB 1.4 -> 35 GB/s);
   // 2 threads: 1.92x / 2.81x / 2.92x. 3-byte pixels (b3 C1 of bytes) lost, 0.62-0.88x, at
   // 0.07-0.23 of memcpy either way.
-  const bool transposes_in_registers =
-      (plan.shuffle && plan.shuffle->transposes) || plan.kernel.copy == transpose_tile_kernel_avx512().copy;
-  if (planning_isa() == isa::avx512 && !transposes_in_registers) {
+  auto transposes_in_registers = [&] {
+    return (plan.shuffle && plan.shuffle->transposes) || plan.kernel.copy == transpose_tile_kernel_avx512().copy;
+  };
+  if (planning_isa() == isa::avx512 && !transposes_in_registers()) {
     permute_plan avx2_plan = [&] {
       planning_level_override = isa::avx2;
       struct restore {
