@@ -1090,6 +1090,69 @@ TEST(PermuteRun, StagedShortRunsMatchOnEveryIsa) {
   }
 }
 
+// AVX2 staged shuffles whose segments (B ways of one run) are whole multiples of 32 bytes walk
+// them in place (shuffle_tile::segmented): 2-9 ways of every element width, segments of one to
+// several vectors whose positions leave 16-, 8-byte and element tails, inner rows and outer axes
+// that continue the far side or not, and an axis outside the repeat (the grouped calls of small
+// repeats), each against the element loop on every ISA cap, one and two threads. Under the avx2
+// cap every staged plan of up to 8 ways is segmented here (these outputs stay in the cache).
+TEST(PermuteRun, SegmentedShufflesMatchOnEveryIsa) {
+  std::mt19937_64 rng(29);
+  int segmented_plans = 0;
+  for (bool interleave : {true, false}) {
+    for (std::int64_t b : {2, 3, 4, 8, 9}) {
+      for (std::int64_t width : {1, 2, 4, 8}) {
+        for (std::int64_t segment : {32, 64, 96, 160, 224}) {
+          if (segment % (b * width) != 0) continue;
+          const std::int64_t length = segment / (b * width);
+          const std::int64_t run_bytes = length * width;
+          for (std::int64_t inner : {2, 3, 37}) {
+            for (std::int64_t outer : {1, 3}) {
+              for (std::int64_t group : {1, 2}) {
+                const bool continuing = inner != 3;
+                const std::int64_t far_outer = continuing ? inner * run_bytes : inner * run_bytes + 3 * width;
+                const std::int64_t far_row = outer * far_outer + width;
+                const std::int64_t near_inner = segment + (inner == 37 ? 0 : 2 * width);
+                const std::int64_t near_outer = inner * near_inner + width;
+                auto axes = shuffle_axes(interleave, {outer, far_outer, near_outer}, {inner, run_bytes, near_inner},
+                                         length, b, far_row, width);
+                const std::int64_t near_span = outer * near_outer;
+                const std::int64_t far_span = b * far_row;
+                // A group axis outside the repeat: each position another near block and far block.
+                const std::int64_t near_group = near_span + 5 * width;
+                const std::int64_t far_group = far_span + 7 * width;
+                if (group > 1) {
+                  axes.insert(axes.begin(), interleave ? permute_axis{group, far_group, near_group}
+                                                       : permute_axis{group, near_group, far_group});
+                }
+                const std::int64_t src_span = group * (interleave ? far_group : near_group) + 64;
+                const std::int64_t dst_span = group * (interleave ? near_group : far_group) + 64;
+                const std::string context = std::string(interleave ? " interleave" : " de-interleave") +
+                                            " b=" + std::to_string(b) + " w=" + std::to_string(width) +
+                                            " n=" + std::to_string(length) + " inner=" + std::to_string(inner) +
+                                            " outer=" + std::to_string(outer) + " group=" + std::to_string(group);
+                if (detected_isa() >= isa::avx2) {
+                  set_max_isa(isa::avx2);
+                  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+                  set_max_isa(isa::avx512vbmi);
+                  if (plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes) {
+                    EXPECT_NE(plan.shuffle->segmented, nullptr) << describe(plan) << context;
+                    ++segmented_plans;
+                  }
+                }
+                ASSERT_NO_FATAL_FAILURE(
+                    random_source_matches_on_every_isa(axes, width, src_span, dst_span, rng, context));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "the segmented kernels need AVX2, which this CPU lacks";
+  EXPECT_GT(segmented_plans, 200);
+}
+
 // The assembling kernels (shuffle_repeat::assembled) in both directions, 2, 4 and 8 ways, every
 // element width, with forcing (force_assembled_for_testing) so that every shuffle that would stage
 // takes them: runs with and without a tail, with several vectors, repeat axes whose far-side step

@@ -140,6 +140,34 @@ shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool 
 shuffle_fn transposing_shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 shuffle_fn transposing_shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave) noexcept;
 
+/// The near side of a segmented shuffle (see shuffle_tile::segmented): planes of rows x cols
+/// segments of `segment` bytes each (B ways of `length` elements), contiguous within a segment
+/// only, while the far side continues across a plane's segments (row-major) and moves `far_plane`
+/// bytes from one plane to the next:
+///
+///   for plane p, segment (r, c), position q < length, way j, with n = (r * cols + c) * length + q:
+///     near: p * planes.stride + r * rows.stride + c * cols.stride + (q * B + j) * width
+///     far:  p * far_plane + offsets[j] + n * width
+struct near_segments {
+  struct axis {
+    std::int64_t extent = 1;
+    std::int64_t stride = 0;  ///< near side, bytes
+  };
+  std::int64_t length = 0;
+  std::int64_t segment = 0;
+  axis planes;
+  axis rows;
+  axis cols;
+  std::int64_t far_plane = 0;
+};
+/// Interleave: far = src, near = dst; de-interleave: near = src, far = dst.
+using segmented_shuffle_fn = void (*)(const std::byte* src, std::byte* dst, const near_segments& near,
+                                      const std::int64_t* offsets);
+/// The B-way shuffles of shuffle_kernel_avx2 (width 1, 2, 4, 8; B in {2, 3, 4, 8, 9, 16}) reading or
+/// writing their near side in place, for segments that are whole multiples of 32 bytes (null
+/// otherwise).
+segmented_shuffle_fn segmented_shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave) noexcept;
+
 /// How run_permute cuts an unstaged shuffle plan into work items: blocks of `per_item` positions of
 /// the outermost repeat axis the call walks (the split axis), each with whole runs, or chunks of
 /// `chunk` positions of one long run when nothing repeats. Worked out when the plan is made: its
@@ -168,6 +196,10 @@ struct shuffle_tile {
   /// of one run, B * run bytes) in an L1 buffer with this run copy, so the shuffle sees one long
   /// run per batch instead of one short run per repeat position.
   tile_kernel segment_copy;
+  /// Set (AVX2, segments a multiple of 32 bytes) where the shuffle walks the near side's segments
+  /// in place instead: no buffer, one pass (segment_copy stays set, for the rules that ask whether
+  /// the plan stages).
+  segmented_shuffle_fn segmented = nullptr;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
   /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
   /// everything in between belongs to the caller's source buffer, so kernels may read it.
