@@ -518,15 +518,22 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                             : tile_kernel_for_isa(segment_bytes);
     // AVX2 shuffles whose segments are whole vectors walk them in place (segmented_shuffle_kernel_avx2)
     // rather than through the buffer, so that each byte crosses L1 once, not twice. Same-binary-
-    // pair A/B on a Zen 3 without AVX-512, the 530 grid cells this planned segmented, six
-    // alternations, one thread: the 425 taken gained 1.17x / 1.14x / 1.19x at 64 KiB / 1 MiB /
-    // 16 MiB (geometric mean; 12 under 0.95x, the least 0.82x). Left staged: 16 ways (0.94-1.01x:
+    // pair A/B on a Zen 3 without AVX-512 over the 425 grid cells this takes: 1.16x / 1.13x / 1.14x
+    // at 64 KiB / 1 MiB / 16 MiB on one thread (geometric mean, four alternations; 26 cells under
+    // 0.95x, the least 0.71x), 1.13x / 1.19x / 1.15x on two. Left staged: 16 ways (0.94-1.01x:
     // their 16 loads or stores per step walk the segments one vector apart) and de-interleaves of 8
     // ways or more whose output streams (1.0x, down to 0.67x: B far rows written while the near
-    // side is read in segments, where the staging copy streamed the source in order).
-    if (planning_isa() == isa::avx2 && kernel.level == isa::avx2 && !kernel.transposes && segment_bytes % 32 == 0 &&
-        ways < 16 && (best->interleave || ways < 8 || !output_streams(plan)))
-      tile.segmented = segmented_shuffle_kernel_avx2(plan.width, ways, best->interleave);
+    // side is read in segments, where the staging copy read the source in order).
+    // Segments of an odd number of 16-byte halves, whose vectors are built from two halves, gained
+    // where they are short: 16 bytes, and de-interleaves of 48 (57 cells, four alternations: 1.14x /
+    // 1.09x / 1.17x); longer ones lost (0.83-0.98x), as did 48-byte interleaves (0.87x at 1 MiB).
+    const bool whole_vectors = segment_bytes % 32 == 0;
+    const bool short_halves = segment_bytes == 16 || (!best->interleave && segment_bytes == 48);
+    if (planning_isa() == isa::avx2 && kernel.level == isa::avx2 && !kernel.transposes &&
+        (whole_vectors || short_halves) && ways < 16 && (best->interleave || ways < 8 || !output_streams(plan))) {
+      tile.segmented =
+          segmented_shuffle_kernel_avx2(plan.width, ways, best->interleave, static_cast<std::int64_t>(segment_bytes));
+    }
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, output_streams(plan))) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
   } else {

@@ -164,9 +164,9 @@ struct near_segments {
 using segmented_shuffle_fn = void (*)(const std::byte* src, std::byte* dst, const near_segments& near,
                                       const std::int64_t* offsets);
 /// The B-way shuffles of shuffle_kernel_avx2 (width 1, 2, 4, 8; B in {2, 3, 4, 8, 9, 16}) reading or
-/// writing their near side in place, for segments that are whole multiples of 32 bytes (null
-/// otherwise).
-segmented_shuffle_fn segmented_shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave) noexcept;
+/// writing their near side in place, for segments of a multiple of 16 bytes (null otherwise).
+segmented_shuffle_fn segmented_shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interleave,
+                                                   std::int64_t segment_bytes) noexcept;
 
 /// How run_permute cuts an unstaged shuffle plan into work items: blocks of `per_item` positions of
 /// the outermost repeat axis the call walks (the split axis), each with whole runs, or chunks of
