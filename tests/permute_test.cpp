@@ -162,7 +162,7 @@ TEST(PermuteRun, RandomPermutationsMatchNaiveCopy) {
   set_num_threads(saved);
 }
 
-// Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16, 32, 64}, widths 1..8, lengths around the
+// Every (de-)interleave kernel: b in {2, 3, 4, 8, 9, 16, 32, 64}, widths 1..32, lengths around the
 // vector sizes (and the 8 x 8 blocks of the transposing kernels), padded source rows, on every ISA
 // the host has; compared with the plain strided copy.
 TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
@@ -198,13 +198,15 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             const bool power_of_two = (b & (b - 1)) == 0;
             if (lanes_wide) {
-              // AVX-512 only, and powers of two up to 16 ways.
-              const bool shuffles = cap >= isa::avx512 && power_of_two && !wide && length >= 4;
+              // 16-byte elements from AVX2 on, 32-byte ones on AVX-512, powers of two up to 16 ways.
+              const isa needed = width == 16 ? isa::avx2 : isa::avx512;
+              const bool shuffles = cap >= needed && power_of_two && !wide && length >= 4;
               if (shuffles) {
                 EXPECT_EQ(kernel_name(plan), std::string(interleave ? "interleave" : "deinterleave") +
-                                                 std::to_string(b) + "_x" + std::to_string(8 * width) + "_avx512")
+                                                 std::to_string(b) + "_x" + std::to_string(8 * width) +
+                                                 (cap == isa::avx2 ? "_avx2" : "_avx512"))
                     << describe(plan);
-              } else if (!power_of_two || wide || cap < isa::avx512) {
+              } else if (!power_of_two || wide || cap < needed) {
                 EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
               }
             } else if (plan.gather) {
@@ -1002,8 +1004,8 @@ staging_rule staging_for(std::int64_t b, std::int64_t width, std::int64_t length
   // outputs are too small to stream).
   if (!interleave && (run_bytes == 64 || run_bytes >= 96)) {
     from = std::nullopt;
-  } else if (width > 8) {  // 16- and 32-byte elements: AVX-512, powers of two up to 16 ways
-    if (power_of_two && b <= 16) from = isa::avx512;
+  } else if (width > 8) {  // 16-byte elements from AVX2 on, 32-byte ones AVX-512; powers of two up to 16 ways
+    if (power_of_two && b <= 16) from = width == 16 ? isa::avx2 : isa::avx512;
   } else if (b > 16) {  // 64 ways take AVX-512 and elements of up to 4 bytes
     if (width <= 4) from = isa::avx512;
   } else {  // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements
