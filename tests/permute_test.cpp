@@ -198,8 +198,8 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             const bool power_of_two = (b & (b - 1)) == 0;
             if (lanes_wide) {
-              // 16-byte elements from AVX2 on, 32-byte ones on AVX-512, powers of two up to 16 ways.
-              const isa needed = width == 16 ? isa::avx2 : isa::avx512;
+              // AVX2 and AVX-512, powers of two up to 16 ways.
+              const isa needed = isa::avx2;
               const bool shuffles = cap >= needed && power_of_two && !wide && length >= 4;
               if (shuffles) {
                 EXPECT_EQ(kernel_name(plan), std::string(interleave ? "interleave" : "deinterleave") +
@@ -1004,8 +1004,8 @@ staging_rule staging_for(std::int64_t b, std::int64_t width, std::int64_t length
   // outputs are too small to stream).
   if (!interleave && (run_bytes == 64 || run_bytes >= 96)) {
     from = std::nullopt;
-  } else if (width > 8) {  // 16-byte elements from AVX2 on, 32-byte ones AVX-512; powers of two up to 16 ways
-    if (power_of_two && b <= 16) from = width == 16 ? isa::avx2 : isa::avx512;
+  } else if (width > 8) {  // 16- and 32-byte elements: AVX2 and AVX-512, powers of two up to 16 ways
+    if (power_of_two && b <= 16) from = isa::avx2;
   } else if (b > 16) {  // 64 ways take AVX-512 and elements of up to 4 bytes
     if (width <= 4) from = isa::avx512;
   } else {  // SSE2 has no permutes for B = 3 or 9: the scalar level copies elements

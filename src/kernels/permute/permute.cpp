@@ -404,6 +404,10 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
           continue;
         }
         if (select_shuffle(plan.width, ways, interleave, wide_eight_byte).fn == nullptr) continue;
+        // AVX2 interleaves of 32-byte elements (one per vector: the kernel only walks the runs in
+        // another order) tied or lost to the run copies where the output streams, on two threads
+        // (0.72-1.10x over the 13 grid cells of 16 MiB, 1.0x on one thread); in the cache they won.
+        if (plan.width == 32 && interleave && planning_isa() == isa::avx2 && output_streams(plan)) continue;
         // Ways that fit in registers beat more; then the longest run wins: it decides how many whole vectors
         // each call moves.
         const bool narrow = ways <= max_register_ways;

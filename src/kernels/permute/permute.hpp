@@ -122,8 +122,8 @@ inline constexpr std::int64_t max_register_ways = 16;
 
 /// B-way interleave (dst[r * B + j] = src[offsets[j] + r]) or de-interleave
 /// (dst[offsets[j] + r] = src[r * B + j]) of `length` positions of width-byte elements; offsets
-/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}, and for B in
-/// {2, 4, 8, 16} also width 16 at the avx2 and avx512 levels and 32 at the avx512 level (the
+/// in bytes. One per ISA, for B in {2, 3, 4, 8, 9, 16} and width in {1, 2, 4, 8}, and at the avx2
+/// and avx512 levels also for B in {2, 4, 8, 16} and width in {16, 32} (the
 /// transposing_shuffle_kernel_* have B in {32, 64}); null otherwise.
 /// The run is repeated at every position of `repeat`.
 using shuffle_fn = void (*)(const std::byte* src, std::byte* dst, std::int64_t length, const std::int64_t* offsets,
