@@ -199,14 +199,13 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
             const bool power_of_two = (b & (b - 1)) == 0;
             if (lanes_wide) {
               // AVX2 and AVX-512, powers of two up to 16 ways.
-              const isa needed = isa::avx2;
-              const bool shuffles = cap >= needed && power_of_two && !wide && length >= 4;
+              const bool shuffles = cap >= isa::avx2 && power_of_two && !wide && length >= 4;
               if (shuffles) {
                 EXPECT_EQ(kernel_name(plan), std::string(interleave ? "interleave" : "deinterleave") +
                                                  std::to_string(b) + "_x" + std::to_string(8 * width) +
                                                  (cap == isa::avx2 ? "_avx2" : "_avx512"))
                     << describe(plan);
-              } else if (!power_of_two || wide || cap < needed) {
+              } else if (!power_of_two || wide || cap < isa::avx2) {
                 EXPECT_EQ(kernel_name(plan).find("interleave"), std::string::npos) << describe(plan);
               }
             } else if (plan.gather) {

@@ -196,9 +196,9 @@ struct shuffle_tile {
   /// of one run, B * run bytes) in an L1 buffer with this run copy, so the shuffle sees one long
   /// run per batch instead of one short run per repeat position.
   tile_kernel segment_copy;
-  /// Set (AVX2, segments a multiple of 32 bytes) where the shuffle walks the near side's segments
-  /// in place instead: no buffer, one pass (segment_copy stays set, for the rules that ask whether
-  /// the plan stages).
+  /// Set (AVX2; segments of whole 32-byte vectors, or of 16 bytes, or 48 for de-interleaves; see
+  /// choose_shuffle) where the shuffle walks the near side's segments in place instead: no buffer,
+  /// one pass (segment_copy stays set, for the rules that ask whether the plan stages).
   segmented_shuffle_fn segmented = nullptr;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
   /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
