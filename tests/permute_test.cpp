@@ -21,6 +21,7 @@
 #include "kernels/permute/permute.hpp"
 #include "kernels/stream_store.hpp"
 #include "regrid/runtime.hpp"
+#include "runtime/cpu_features.hpp"
 
 namespace regrid {
 // Parameterized tests print the ISA by name.
@@ -29,6 +30,16 @@ void PrintTo(isa value, std::ostream* os) { *os << to_string(value); }
 
 namespace regrid::kernels {
 namespace {
+
+// The kernels and staging this file expects each cap to plan are the rules as measured on Zen 4:
+// plans are made as for AMD's cores here, on any CPU. Intel's own rule (some AVX-512 interleaves
+// take the AVX2 plan) has a test of its own, IntelTakesTheAvx2PlanWhereItsAvx512InterleavesLose.
+class PlansAsForAmd : public testing::Environment {
+ public:
+  void SetUp() override { runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd); }
+  void TearDown() override { runtime::plan_for_vendor_for_testing(std::nullopt); }
+};
+[[maybe_unused]] testing::Environment* const plans_as_for_amd = testing::AddGlobalTestEnvironment(new PlansAsForAmd);
 
 std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shape, const std::vector<int>& perm,
                                            std::int64_t width) {
@@ -988,6 +999,41 @@ TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
   const permute_plan transpose = plan_permute(eight_byte_transpose, 8);
   EXPECT_EQ(kernel_name(transpose), "transpose_x64_avx512") << describe(transpose);
   expect_matches_naive_on_one_and_two_threads(eight_byte_transpose, transpose, 8, rng);
+  set_max_isa(isa::avx512vbmi);
+}
+
+// On Intel's cores the AVX-512 levels take the AVX2 level's plan where their own 3-, 9- and 16-way
+// interleaves lose to it there (plan_permute); elsewhere they keep their own. Checked for both
+// vendors on any CPU with AVX-512 (runtime::plan_for_vendor_for_testing).
+TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512InterleavesLose) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(43);
+  // d2s channels-first CRD b3 C1 of 8-byte elements, [9, 40, 64] -> [120, 192]: 3-way interleaves
+  // of 512-byte runs, in the cache.
+  const auto three_ways = packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_plan = plan_permute(three_ways, 8);
+  EXPECT_EQ(kernel_name(avx2_plan), "interleave3_x64_avx2") << describe(avx2_plan);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    const permute_plan own = plan_permute(three_ways, 8);
+    EXPECT_EQ(kernel_name(own), "interleave3_x64_avx512") << describe(own);
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    const permute_plan intel = plan_permute(three_ways, 8);
+    EXPECT_EQ(describe(intel), describe(avx2_plan)) << to_string(cap);
+    // The cache keys on the vendor too.
+    EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(intel)) << to_string(cap);
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(own)) << to_string(cap);
+    expect_matches_naive_on_one_and_two_threads(three_ways, intel, 8, rng);
+    // 3-way interleaves of 4-byte lanes keep their own on Intel too.
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
+    EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
+  }
+  runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);  // as PlansAsForAmd left it
   set_max_isa(isa::avx512vbmi);
 }
 

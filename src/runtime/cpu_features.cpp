@@ -1,3 +1,5 @@
+#include "runtime/cpu_features.hpp"
+
 #include <atomic>
 #include <cstdlib>
 
@@ -63,4 +65,30 @@ isa active_isa() noexcept {
 
 void set_max_isa(isa cap) noexcept { cap_setting().store(static_cast<int>(cap), std::memory_order_relaxed); }
 
+namespace runtime {
+namespace {
+
+cpu_vendor detect_vendor() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("intel")) return cpu_vendor::intel;
+  if (__builtin_cpu_is("amd")) return cpu_vendor::amd;
+#endif
+  return cpu_vendor::other;
+}
+
+std::atomic<std::optional<cpu_vendor>> vendor_for_testing{std::nullopt};
+
+}  // namespace
+
+cpu_vendor planning_vendor() noexcept {
+  static const cpu_vendor detected = detect_vendor();
+  return vendor_for_testing.load(std::memory_order_relaxed).value_or(detected);
+}
+
+void plan_for_vendor_for_testing(std::optional<cpu_vendor> vendor) noexcept {
+  vendor_for_testing.store(vendor, std::memory_order_relaxed);
+}
+
+}  // namespace runtime
 }  // namespace regrid

@@ -13,6 +13,7 @@
 #include "kernels/permute/gather.hpp"
 #include "kernels/stream_store.hpp"
 #include "regrid/runtime.hpp"
+#include "runtime/cpu_features.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace regrid::kernels {
@@ -933,6 +934,32 @@ shuffle_split split_of(const permute_plan& plan) {
 
 permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_t element_bytes);
 
+// AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
+// in the cache: 3-way shuffles of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of both,
+// and 16-way ones of 1- and 2-byte lanes. The AVX-512 rules were set on a Zen 4, where these win;
+// Intel runs the 2-byte two-source permutes (vpermt2w) as three micro-ops, and the 8-byte ones lost
+// too for reasons not established (no counters there). Measured on an Emerald Rapids Xeon: the
+// grid cells whose plan this changes (126 at 64 KiB and 1 MiB; outputs that stream keep theirs),
+// old and new binaries alternating per case, three rounds: 1 thread 1.10x / 1.33x at 64 KiB /
+// 1 MiB (median 0.48 -> 0.59 and 0.56 -> 0.80 of memcpy), 2 threads 1.12x / 1.29x; unstaged
+// 3-way interleaves of 8-byte lanes at 1 MiB 1.41x (2 threads 1.48x). The same A/B lost on 3-way
+// interleaves of 4-byte lanes (0.91-0.97x) and staged ones of 2-byte lanes (0.90-0.95x), 9- and
+// 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of 8-byte lanes (0.83-1.02x), which
+// keep their AVX-512 plans.
+bool loses_to_avx2_on_intel(const permute_plan& plan) {
+  if (!plan.shuffle) return false;
+  const shuffle_tile& shuffle = *plan.shuffle;
+  if (!shuffle.interleave || shuffle.transposes || shuffle.level != isa::avx512 || output_streams(plan)) return false;
+  const std::size_t ways = shuffle.offsets.size();
+  const bool staged = shuffle.segment_copy.copy != nullptr;
+  switch (plan.width) {
+    case 1: return ways == 16;
+    case 2: return ways == 9 || ways == 16 || (ways == 3 && !staged);
+    case 8: return ways == 3 || ways == 9;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -950,15 +977,20 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   auto transposes_in_registers = [&] {
     return (plan.shuffle && plan.shuffle->transposes) || plan.kernel.copy == transpose_tile_kernel_avx512().copy;
   };
+  auto plan_as_avx2 = [&] {
+    planning_level_override = isa::avx2;
+    struct restore {
+      ~restore() { planning_level_override.reset(); }
+    } restore_level;
+    return plan_permute_unsplit(axes, element_bytes);
+  };
   if (planning_isa() == isa::avx512 && !transposes_in_registers()) {
-    permute_plan avx2_plan = [&] {
-      planning_level_override = isa::avx2;
-      struct restore {
-        ~restore() { planning_level_override.reset(); }
-      } restore_level;
-      return plan_permute_unsplit(axes, element_bytes);
-    }();
+    permute_plan avx2_plan = plan_as_avx2();
     if (avx2_plan.gather) return avx2_plan;
+  }
+  if (planning_isa() >= isa::avx512 && runtime::planning_vendor() == runtime::cpu_vendor::intel &&
+      loses_to_avx2_on_intel(plan)) {
+    plan = plan_as_avx2();
   }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
@@ -1101,6 +1133,7 @@ struct cached_plan {
   isa level = isa::scalar;
   gather_forcing gather_forced = gather_forcing::off;
   bool assembled_forced = false;
+  runtime::cpu_vendor vendor = runtime::cpu_vendor::other;
   std::optional<permute_plan> plan;  ///< empty: an empty slot
 };
 
@@ -1117,13 +1150,14 @@ const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std:
   const isa level = active_isa();
   const gather_forcing forced = gather_forced.load(std::memory_order_relaxed);
   const bool assembling = assembled_forced.load(std::memory_order_relaxed);
+  const runtime::cpu_vendor vendor = runtime::planning_vendor();
   if (axes.size() > max_permute_axes) {
     uncached = plan_permute(axes, element_bytes);
     return uncached;
   }
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
-        entry.assembled_forced == assembling &&
+        entry.assembled_forced == assembling && entry.vendor == vendor &&
         std::equal(entry.axes.begin(), entry.axes.end(), axes.begin(), axes.end())) {
       return *entry.plan;
     }
@@ -1136,6 +1170,7 @@ const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std:
   slot.level = level;
   slot.gather_forced = forced;
   slot.assembled_forced = assembling;
+  slot.vendor = vendor;
   slot.plan = std::move(plan);
   return *slot.plan;
 }
