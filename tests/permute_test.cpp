@@ -33,7 +33,7 @@ namespace {
 
 // The kernels and staging this file expects each cap to plan are the rules as measured on Zen 4:
 // plans are made as for AMD's cores here, on any CPU. Intel's own rule (some AVX-512 interleaves
-// take the AVX2 plan) has a test of its own, IntelTakesTheAvx2PlanWhereItsAvx512InterleavesLose.
+// take the AVX2 plan) has a test of its own, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose.
 class PlansAsForAmd : public testing::Environment {
  public:
   void SetUp() override { runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd); }
@@ -1003,9 +1003,10 @@ TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
 }
 
 // On Intel's cores the AVX-512 levels take the AVX2 level's plan where their own 3-, 9- and 16-way
-// interleaves lose to it there (plan_permute); elsewhere they keep their own. Checked for both
-// vendors on any CPU with AVX-512 (runtime::plan_for_vendor_for_testing).
-TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512InterleavesLose) {
+// interleaves lose to it there, and where they stage what AVX2 walks in place (plan_permute);
+// elsewhere they keep their own. Checked for both vendors on any CPU with AVX-512
+// (runtime::plan_for_vendor_for_testing).
+TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(43);
   // d2s channels-first CRD b3 C1 of 8-byte elements, [9, 40, 64] -> [120, 192]: 3-way interleaves
@@ -1032,6 +1033,23 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512InterleavesLose) {
     runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
     const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
     EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
+  }
+  // d2s NCHW DCR b8 C16 of 2-byte elements, [1024, 6, 6] -> [16, 48, 48]: 8-way interleaves of
+  // 12-byte runs, which AVX-512 stages and AVX2 walks in place.
+  const auto staged = packed_transpose({8, 8, 16, 6, 6}, {2, 3, 0, 4, 1}, 2);
+  set_max_isa(isa::avx2);
+  const permute_plan segmented = plan_permute(staged, 2);
+  EXPECT_NE(describe(segmented).find(" segmented "), std::string::npos) << describe(segmented);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    const permute_plan own = plan_permute(staged, 2);
+    EXPECT_NE(describe(own).find(" staged by "), std::string::npos) << describe(own);
+    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    const permute_plan intel = plan_permute(staged, 2);
+    EXPECT_EQ(describe(intel), describe(segmented)) << to_string(cap);
+    expect_matches_naive_on_one_and_two_threads(staged, intel, 2, rng);
   }
   runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);  // as PlansAsForAmd left it
   set_max_isa(isa::avx512vbmi);
