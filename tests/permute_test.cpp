@@ -658,7 +658,7 @@ TEST(PermuteRun, ShortRunsWithRepeatsMatchOnEveryIsa) {
 TEST(PermuteRun, RunCopiesMatchOnEveryIsa) {
   std::mt19937_64 rng(21);
   for (std::int64_t width :
-       {3, 5, 6, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 1000}) {
+       {3, 5, 6, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 129, 200, 256, 257, 1000}) {
     for (std::int64_t misalign : {0, 1, 7}) {
       const std::int64_t rows = 3;
       const std::int64_t cols = 5;
@@ -778,6 +778,33 @@ bool tile_copy_matches(const tile_kernel& kernel, const tile_shape& t, std::int6
   }
   kernel.copy(src.data(), line_start(actual) + misalign, t, static_cast<std::size_t>(width));
   return std::equal(line_start(actual), line_start(actual) + span, line_start(expected));
+}
+
+// AVX2 copies of runs of 4 vectors or more into outputs larger than the cache keep the plain
+// vector loop (the blocks of the in-cache copy lost there); both against per-run memcpy.
+TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsKeepTheVectorLoop) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  std::mt19937_64 rng(47);
+  for (std::int64_t width : {127, 129, 200, 1000}) {
+    for (bool large_output : {false, true}) {
+      const tile_kernel kernel = run_tile_kernel_avx2(static_cast<std::size_t>(width), large_output);
+      EXPECT_STREQ(kernel.name, large_output && width >= 128 ? "copy_runs_vector_loop_avx2" : "copy_runs_avx2");
+      const std::int64_t src_row = 5 * (width + 3) + 11;
+      const tile_shape t{.planes = 2,
+                         .rows = 3,
+                         .cols = 5,
+                         .src_plane = 3 * src_row + 5,
+                         .src_row = src_row,
+                         .src_col = width + 3,
+                         .dst_plane = 15 * width + 64,
+                         .dst_row = 5 * width,
+                         .dst_col = width};
+      for (std::int64_t misalign : {0, 1, 17}) {
+        ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
+            << "width=" << width << " misalign=" << misalign;
+      }
+    }
+  }
 }
 
 // The streaming run copy that outputs larger than the cache take: straight through the kernel,
