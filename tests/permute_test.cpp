@@ -780,6 +780,21 @@ bool tile_copy_matches(const tile_kernel& kernel, const tile_shape& t, std::int6
   return std::equal(line_start(actual), line_start(actual) + span, line_start(expected));
 }
 
+// A 2 x 3 x 5 tile of `width`-byte runs, padded source strides at every level, and the given
+// destination strides.
+tile_shape padded_source_tile(std::int64_t width, std::int64_t dst_col, std::int64_t dst_row, std::int64_t dst_plane) {
+  const std::int64_t src_row = 5 * (width + 3) + 11;
+  return {.planes = 2,
+          .rows = 3,
+          .cols = 5,
+          .src_plane = 3 * src_row + 5,
+          .src_row = src_row,
+          .src_col = width + 3,
+          .dst_plane = dst_plane,
+          .dst_row = dst_row,
+          .dst_col = dst_col};
+}
+
 // AVX2 copies of runs of 4 vectors or more into outputs larger than the cache keep the plain
 // vector loop (the blocks of the in-cache copy lost there); both against per-run memcpy.
 TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsKeepTheVectorLoop) {
@@ -789,16 +804,7 @@ TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsKeepTheVectorLoop) {
     for (bool large_output : {false, true}) {
       const tile_kernel kernel = run_tile_kernel_avx2(static_cast<std::size_t>(width), large_output);
       EXPECT_STREQ(kernel.name, large_output && width >= 128 ? "copy_runs_vector_loop_avx2" : "copy_runs_avx2");
-      const std::int64_t src_row = 5 * (width + 3) + 11;
-      const tile_shape t{.planes = 2,
-                         .rows = 3,
-                         .cols = 5,
-                         .src_plane = 3 * src_row + 5,
-                         .src_row = src_row,
-                         .src_col = width + 3,
-                         .dst_plane = 15 * width + 64,
-                         .dst_row = 5 * width,
-                         .dst_col = width};
+      const tile_shape t = padded_source_tile(width, width, 5 * width, 15 * width + 64);
       for (std::int64_t misalign : {0, 1, 17}) {
         ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
             << "width=" << width << " misalign=" << misalign;
@@ -834,17 +840,7 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
     };
     for (const destination& along : destinations) {
       for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
-        // Padded source strides at every level.
-        const std::int64_t src_row = 5 * (width + 3) + 11;
-        const tile_shape t{.planes = 2,
-                           .rows = 3,
-                           .cols = 5,
-                           .src_plane = 3 * src_row + 5,
-                           .src_row = src_row,
-                           .src_col = width + 3,
-                           .dst_plane = along.plane,
-                           .dst_row = along.row,
-                           .dst_col = along.col};
+        const tile_shape t = padded_source_tile(width, along.col, along.row, along.plane);
         ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
             << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing;
       }
