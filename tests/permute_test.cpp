@@ -32,8 +32,8 @@ namespace regrid::kernels {
 namespace {
 
 // The kernels and staging this file expects each cap to plan are the rules as measured on Zen 4:
-// plans are made as for AMD's cores here, on any CPU. Intel's own rule (some AVX-512 interleaves
-// take the AVX2 plan) has a test of its own, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose.
+// plans are made as for AMD's cores here, on any CPU. Intel's own rules (some AVX-512 shuffles
+// take the AVX2 plan) have a test of their own, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose.
 class PlansAsForAmd : public testing::Environment {
  public:
   void SetUp() override { runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd); }
