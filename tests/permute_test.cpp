@@ -32,14 +32,15 @@ namespace regrid::kernels {
 namespace {
 
 // The kernels and staging this file expects each cap to plan are the rules as measured on Zen 4:
-// plans are made as for AMD's cores here, on any CPU. Intel's own rules (some AVX-512 shuffles
-// take the AVX2 plan) have a test of their own, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose.
-class PlansAsForAmd : public testing::Environment {
+// plans are made as for Zen 4's cores here, on any CPU. Those of Intel's cores and of Zen 5 (some
+// AVX-512 shuffles take the AVX2 plan) have tests of their own:
+// IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose and Zen5TakesTheAvx2SegmentsWhereItsStagingLoses.
+class PlansAsForZen4 : public testing::Environment {
  public:
-  void SetUp() override { runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd); }
-  void TearDown() override { runtime::plan_for_vendor_for_testing(std::nullopt); }
+  void SetUp() override { runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4); }
+  void TearDown() override { runtime::plan_for_core_kind_for_testing(std::nullopt); }
 };
-[[maybe_unused]] testing::Environment* const plans_as_for_amd = testing::AddGlobalTestEnvironment(new PlansAsForAmd);
+[[maybe_unused]] testing::Environment* const plans_as_for_zen4 = testing::AddGlobalTestEnvironment(new PlansAsForZen4);
 
 std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shape, const std::vector<int>& perm,
                                            std::int64_t width) {
@@ -1027,8 +1028,8 @@ TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
 
 // On Intel's cores the AVX-512 levels take the AVX2 level's plan where their own 3-, 9- and 16-way
 // interleaves lose to it there, and where they stage what AVX2 walks in place (plan_permute);
-// elsewhere they keep their own. Checked for both vendors on any CPU with AVX-512
-// (runtime::plan_for_vendor_for_testing).
+// on Zen 4 they keep their own. Checked for both on any CPU with AVX-512
+// (runtime::plan_for_core_kind_for_testing).
 TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(43);
@@ -1041,19 +1042,19 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
     const permute_plan own = plan_permute(three_ways, 8);
     EXPECT_EQ(kernel_name(own), "interleave3_x64_avx512") << describe(own);
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
     const permute_plan intel = plan_permute(three_ways, 8);
     EXPECT_EQ(describe(intel), describe(avx2_plan)) << to_string(cap);
-    // The cache keys on the vendor too.
+    // The cache keys on the cores too.
     EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(intel)) << to_string(cap);
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
     EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(own)) << to_string(cap);
     expect_matches_naive_on_one_and_two_threads(three_ways, intel, 8, rng);
     // 3-way interleaves of 4-byte lanes keep their own on Intel too.
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
     const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
     EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
   }
@@ -1066,15 +1067,67 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
     const permute_plan own = plan_permute(staged, 2);
     EXPECT_NE(describe(own).find(" staged by "), std::string::npos) << describe(own);
-    runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::intel);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
     const permute_plan intel = plan_permute(staged, 2);
     EXPECT_EQ(describe(intel), describe(segmented)) << to_string(cap);
     expect_matches_naive_on_one_and_two_threads(staged, intel, 2, rng);
   }
-  runtime::plan_for_vendor_for_testing(runtime::cpu_vendor::amd);  // as PlansAsForAmd left it
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  set_max_isa(isa::avx512vbmi);
+}
+
+// On Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where they would
+// stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_zen5
+// lists and pieces of 8 bytes or more per way; Intel's 3-way interleaves of 8-byte lanes keep
+// their AVX-512 kernel there, as on Zen 4.
+TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(47);
+  // d2s channels-first K = 3 DCR b8 C16 of 2-byte elements, [8192, D, D, D] -> [16, 8D, 8D, 8D]:
+  // 8-way interleaves of runs of D elements (pieces of 8 bytes at D = 4, 4 bytes at D = 2); and
+  // s2d channels-first K = 3 DCR b3 C16 of 4-byte elements, [16, 24, 24, 24] -> [432, 8, 8, 8]:
+  // 3-way de-interleaves of 8-element runs.
+  struct problem {
+    std::vector<permute_axis> axes;
+    std::size_t width;
+    bool zen5_segments;
+  };
+  const problem problems[] = {
+      {packed_transpose({8, 8, 8, 16, 4, 4, 4}, {3, 4, 0, 5, 1, 6, 2}, 2), 2, true},
+      {packed_transpose({8, 8, 8, 16, 2, 2, 2}, {3, 4, 0, 5, 1, 6, 2}, 2), 2, false},
+      {packed_transpose({16, 8, 3, 8, 3, 8, 3}, {2, 4, 6, 0, 1, 3, 5}, 4), 4, true},
+  };
+  for (const problem& p : problems) {
+    set_max_isa(isa::avx2);
+    const permute_plan avx2_plan = plan_permute(p.axes, p.width);
+    EXPECT_NE(describe(avx2_plan).find(" segmented "), std::string::npos) << describe(avx2_plan);
+    for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+      if (cap > detected_isa()) continue;
+      set_max_isa(cap);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+      const permute_plan zen4 = plan_permute(p.axes, p.width);
+      EXPECT_NE(describe(zen4).find(" staged by "), std::string::npos) << describe(zen4);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+      const permute_plan zen5 = plan_permute(p.axes, p.width);
+      if (p.zen5_segments) {
+        EXPECT_EQ(describe(zen5), describe(avx2_plan)) << to_string(cap);
+        EXPECT_EQ(describe(plan_permute_cached(p.axes, p.width)), describe(zen5)) << to_string(cap);
+        expect_matches_naive_on_one_and_two_threads(p.axes, zen5, p.width, rng);
+      } else {
+        EXPECT_EQ(describe(zen5), describe(zen4)) << to_string(cap);
+      }
+    }
+  }
+  // The rule Intel has besides: d2s channels-first CRD b3 C1 of 8-byte elements, [9, 40, 64] ->
+  // [120, 192], keeps its 3-way AVX-512 interleave on Zen 5.
+  set_max_isa(detected_isa());
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  const permute_plan three_ways = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8), 8);
+  EXPECT_EQ(kernel_name(three_ways), "interleave3_x64_avx512") << describe(three_ways);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
   set_max_isa(isa::avx512vbmi);
 }
 

@@ -3,6 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/checked.hpp"
 #include "regrid/runtime.hpp"
 
@@ -68,26 +72,34 @@ void set_max_isa(isa cap) noexcept { cap_setting().store(static_cast<int>(cap), 
 namespace runtime {
 namespace {
 
-cpu_vendor detect_vendor() noexcept {
+core_kind detect_core_kind() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_is("intel")) return cpu_vendor::intel;
-  if (__builtin_cpu_is("amd")) return cpu_vendor::amd;
+  if (__builtin_cpu_is("intel")) return core_kind::intel;
+  if (__builtin_cpu_is("amd")) {
+    // The family as cpuid leaf 1 gives it: base family, plus the extended family where the base
+    // is 0Fh (GCC 12's __builtin_cpu_is has no name for family 1Ah).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return core_kind::amd_zen4;
+    unsigned family = (eax >> 8) & 0xfu;
+    if (family == 0xfu) family += (eax >> 20) & 0xffu;
+    return family >= 0x1au ? core_kind::amd_zen5 : core_kind::amd_zen4;
+  }
 #endif
-  return cpu_vendor::other;
+  return core_kind::other;
 }
 
-std::atomic<std::optional<cpu_vendor>> vendor_for_testing{std::nullopt};
+std::atomic<std::optional<core_kind>> core_kind_for_testing{std::nullopt};
 
 }  // namespace
 
-cpu_vendor planning_vendor() noexcept {
-  static const cpu_vendor detected = detect_vendor();
-  return vendor_for_testing.load(std::memory_order_relaxed).value_or(detected);
+core_kind planning_core_kind() noexcept {
+  static const core_kind detected = detect_core_kind();
+  return core_kind_for_testing.load(std::memory_order_relaxed).value_or(detected);
 }
 
-void plan_for_vendor_for_testing(std::optional<cpu_vendor> vendor) noexcept {
-  vendor_for_testing.store(vendor, std::memory_order_relaxed);
+void plan_for_core_kind_for_testing(std::optional<core_kind> kind) noexcept {
+  core_kind_for_testing.store(kind, std::memory_order_relaxed);
 }
 
 }  // namespace runtime

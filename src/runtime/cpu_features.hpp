@@ -5,15 +5,19 @@
 
 namespace regrid::runtime {
 
-/// Whose cores these are. Kernel choices whose speed was measured to differ between vendors with
-/// the same instruction sets key on it (see plan_permute).
-enum class cpu_vendor { intel, amd, other };
+/// Whose cores these are, as far as kernel choices go: choices whose speed was measured to differ
+/// between cores with the same instruction sets key on it (see plan_permute).
+///   intel:    Intel's cores;
+///   amd_zen4: AMD's before family 1Ah (Zen 4 and older; the AVX-512 rules were set on a Zen 4);
+///   amd_zen5: AMD's of family 1Ah and later (Zen 5 on);
+///   other:    anything else.
+enum class core_kind { intel, amd_zen4, amd_zen5, other };
 
-/// The vendor kernel choices are made for: this CPU's (from cpuid), unless tests set another.
-cpu_vendor planning_vendor() noexcept;
+/// The cores kernel choices are made for: this CPU's (from cpuid), unless tests set others.
+core_kind planning_core_kind() noexcept;
 
-/// Tests: make kernel choices as for this vendor's CPUs (nullopt: this CPU's own again), so that
-/// the rules of either vendor can be checked on one machine.
-void plan_for_vendor_for_testing(std::optional<cpu_vendor> vendor) noexcept;
+/// Tests: make kernel choices as for these cores (nullopt: this CPU's own again), so that the
+/// rules of each can be checked on one machine.
+void plan_for_core_kind_for_testing(std::optional<core_kind> kind) noexcept;
 
 }  // namespace regrid::runtime

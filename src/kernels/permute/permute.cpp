@@ -980,6 +980,31 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
   return (ways == 4 || ways == 8) && plan.width != 4;
 }
 
+// Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
+// problem the AVX2 level walks in place lose to that on AMD's Zen 5 cores too (which, unlike Zen 4,
+// run 512-bit operations at full width), for the same ways and lanes and for 3-way de-interleaves of
+// 4- and 8-byte lanes, 3-way interleaves of 4-byte lanes and 2-way de-interleaves of 8-byte lanes,
+// except where each way's piece of a segment is under 8 bytes or a de-interleave's output streams.
+// Measured on a Zen 5 (family 1Ah, 2 vCPUs): the grid cells whose plan this changes (141 / 106 /
+// 53 at 64 KiB / 1 MiB / 16 MiB), old and new plans alternating per grid run, five rounds (three at
+// 16 MiB): 1 thread 1.14x / 1.10x / 1.32x (median 0.40 -> 0.44, 0.57 -> 0.61, 0.35 -> 0.45 of
+// memcpy), 2 threads 1.07x / 1.14x at 64 KiB / 1 MiB. Left out, from the same A/B: pieces under 8
+// bytes, where the in-place walk fell to 0.22x (d2s CF-K3 DCR b8 C16 of 1- and 2-byte elements at
+// 64 KiB, whose calls write 16- or 32-byte segments of lines other calls finish) and to 0.54-0.81x
+// elsewhere; de-interleaves whose output streams (4 ways of 1- and 2-byte lanes, 0.69-0.83x).
+// Intel's other rule (loses_to_avx2_on_intel) does not carry over: 1.01x over its 60-66 cells,
+// 3-way interleaves of 2-byte lanes falling to 0.69x.
+bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
+  if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
+  const shuffle_tile& shuffle = *plan.shuffle;
+  if (shuffle.run.extent * static_cast<std::int64_t>(plan.width) < 8) return false;
+  if (!shuffle.interleave && output_streams(plan)) return false;
+  if (stages_where_avx2_segments_win_on_intel(plan)) return true;
+  const std::size_t ways = shuffle.offsets.size();
+  if (shuffle.interleave) return ways == 3 && plan.width == 4;
+  return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -1008,13 +1033,14 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     permute_plan avx2_plan = plan_as_avx2();
     if (avx2_plan.gather) return avx2_plan;
   }
-  if (planning_isa() >= isa::avx512 && runtime::planning_vendor() == runtime::cpu_vendor::intel) {
-    if (loses_to_avx2_on_intel(plan)) {
-      plan = plan_as_avx2();
-    } else if (stages_where_avx2_segments_win_on_intel(plan)) {
-      permute_plan avx2_plan = plan_as_avx2();
-      if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
-    }
+  const runtime::core_kind cores = runtime::planning_core_kind();
+  if (planning_isa() >= isa::avx512 && cores == runtime::core_kind::intel && loses_to_avx2_on_intel(plan)) {
+    plan = plan_as_avx2();
+  } else if (planning_isa() >= isa::avx512 &&
+             ((cores == runtime::core_kind::intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+              (cores == runtime::core_kind::amd_zen5 && stages_where_avx2_segments_win_on_zen5(plan)))) {
+    permute_plan avx2_plan = plan_as_avx2();
+    if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
   }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
@@ -1157,7 +1183,7 @@ struct cached_plan {
   isa level = isa::scalar;
   gather_forcing gather_forced = gather_forcing::off;
   bool assembled_forced = false;
-  runtime::cpu_vendor vendor = runtime::cpu_vendor::other;
+  runtime::core_kind cores = runtime::core_kind::other;
   std::optional<permute_plan> plan;  ///< empty: an empty slot
 };
 
@@ -1174,14 +1200,14 @@ const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std:
   const isa level = active_isa();
   const gather_forcing forced = gather_forced.load(std::memory_order_relaxed);
   const bool assembling = assembled_forced.load(std::memory_order_relaxed);
-  const runtime::cpu_vendor vendor = runtime::planning_vendor();
+  const runtime::core_kind cores = runtime::planning_core_kind();
   if (axes.size() > max_permute_axes) {
     uncached = plan_permute(axes, element_bytes);
     return uncached;
   }
   for (const cached_plan& entry : cache) {
     if (entry.plan && entry.element_bytes == element_bytes && entry.level == level && entry.gather_forced == forced &&
-        entry.assembled_forced == assembling && entry.vendor == vendor &&
+        entry.assembled_forced == assembling && entry.cores == cores &&
         std::equal(entry.axes.begin(), entry.axes.end(), axes.begin(), axes.end())) {
       return *entry.plan;
     }
@@ -1194,7 +1220,7 @@ const permute_plan& plan_permute_cached(std::span<const permute_axis> axes, std:
   slot.level = level;
   slot.gather_forced = forced;
   slot.assembled_forced = assembling;
-  slot.vendor = vendor;
+  slot.cores = cores;
   slot.plan = std::move(plan);
   return *slot.plan;
 }
