@@ -1656,17 +1656,28 @@ class PermuteGather : public testing::Test {
 };
 
 // The plan against the element loop: source ending right before an inaccessible page,
-// destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads.
+// destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads; and
+// run as an output larger than the cache would run it (its total_bytes raised to the streaming
+// size: each strip prefetches the next one's source and is built in an L1 buffer, then streamed
+// out, gather_rows::stream).
 void expect_gather_matches(const permute_plan& plan, const std::vector<permute_axis>& axes, std::int64_t width,
                            std::int64_t bytes, std::mt19937_64& rng) {
   guarded_source src(static_cast<std::size_t>(bytes), rng);
+  const permute_plan streamed = [&] {
+    permute_plan large = plan;
+    large.total_bytes = std::max(plan.total_bytes, static_cast<std::int64_t>(streaming_output_bytes));
+    return large;
+  }();
   for (std::int64_t misalign : {0, 1, 7}) {
     std::vector<std::byte> expected(static_cast<std::size_t>(bytes + misalign + 64), std::byte{0x5A});
     permute_naive(axes, src.data(), expected.data() + misalign, width);
-    for (int threads : {1, 2}) {
-      std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-      run_permute(plan, src.data(), actual.data() + misalign, threads);
-      ASSERT_EQ(actual, expected) << describe(plan) << " misalign=" << misalign << " threads=" << threads;
+    for (const permute_plan* run : {&plan, &streamed}) {
+      for (int threads : {1, 2}) {
+        std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+        run_permute(*run, src.data(), actual.data() + misalign, threads);
+        ASSERT_EQ(actual, expected) << describe(plan) << " misalign=" << misalign << " threads=" << threads
+                                    << (run == &streamed ? " streamed" : "");
+      }
     }
   }
 }
@@ -1848,8 +1859,9 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
   EXPECT_GT(gathers, lined);
 }
 
-// A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one
-// and two threads, its source ending right before an inaccessible page.
+// A plan of 12 MiB or more (its strips prefetch the next ones and stream out) against the element
+// loop on one and two threads, its source ending right before an inaccessible page, its
+// destination on a line and 7 bytes past one.
 void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int64_t width, std::uint64_t seed) {
   const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
   ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
@@ -1858,10 +1870,13 @@ void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int
   guarded_source src(static_cast<std::size_t>(plan.total_bytes), rng);
   std::vector<std::byte> expected(static_cast<std::size_t>(plan.total_bytes), std::byte{0x5A});
   permute_naive(axes, src.data(), expected.data(), width);
-  for (int threads : {1, 2}) {
-    std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-    run_permute(plan, src.data(), actual.data(), threads);
-    ASSERT_TRUE(actual == expected) << describe(plan) << " threads=" << threads;
+  for (std::size_t misalign : {0, 7}) {
+    for (int threads : {1, 2}) {
+      std::vector<std::byte> actual(expected.size() + misalign, std::byte{0x5A});
+      run_permute(plan, src.data(), actual.data() + misalign, threads);
+      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), actual.begin() + static_cast<std::ptrdiff_t>(misalign)))
+          << describe(plan) << " threads=" << threads << " misalign=" << misalign;
+    }
   }
   expect_prefetches_cover_loads(*plan.gather->program);
 }

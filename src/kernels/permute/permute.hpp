@@ -216,6 +216,9 @@ struct gather_rows {
   std::int64_t bytes = 0;
   /// The output is larger than the cache: each strip of rows prefetches the next one's lines.
   bool prefetch = false;
+  /// ... and each strip is built in an L1 buffer and then written out with streaming stores (the
+  /// avx512vbmi gather; set where a period spans more than one 64-byte chunk).
+  bool stream = false;
   std::int64_t groups = 1;
   std::int64_t group_src_stride = 0;
   std::int64_t group_dst_stride = 0;
