@@ -1081,8 +1081,8 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
 
 // On Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where they would
 // stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_zen5
-// lists and pieces of 8 bytes or more per way; Intel's 3-way interleaves of 8-byte lanes keep
-// their AVX-512 kernel there, as on Zen 4.
+// lists and pieces of 8 bytes or more per way, and the AVX2 plan for unstaged 3- and 9-way
+// shuffles of 8-byte lanes.
 TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(47);
@@ -1121,12 +1121,18 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
       }
     }
   }
-  // The rule Intel has besides: d2s channels-first CRD b3 C1 of 8-byte elements, [9, 40, 64] ->
-  // [120, 192], keeps its 3-way AVX-512 interleave on Zen 5.
+  // Unstaged 3-way interleaves of 8-byte lanes (d2s channels-first CRD b3 C1, [9, 40, 64] ->
+  // [120, 192]) take the AVX2 plan too (loses_to_avx2_on_zen5); those of 4-byte lanes keep theirs.
+  const auto three_ways = packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_three_ways = plan_permute(three_ways, 8);
   set_max_isa(detected_isa());
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
-  const permute_plan three_ways = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8), 8);
-  EXPECT_EQ(kernel_name(three_ways), "interleave3_x64_avx512") << describe(three_ways);
+  const permute_plan zen5_three_ways = plan_permute(three_ways, 8);
+  EXPECT_EQ(describe(zen5_three_ways), describe(avx2_three_ways));
+  expect_matches_naive_on_one_and_two_threads(three_ways, zen5_three_ways, 8, rng);
+  const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
+  EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
   set_max_isa(isa::avx512vbmi);
 }

@@ -980,6 +980,24 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
   return (ways == 4 || ways == 8) && plan.width != 4;
 }
 
+// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Zen 5, in the cache:
+// 3- and 9-way interleaves and de-interleaves of 8-byte lanes that are not staged (Intel's
+// loses_to_avx2_on_intel has the interleaves among its cases). Measured on a Zen 5 (family 1Ah,
+// 2 vCPUs): the grid cells whose plan this changes, old and new plans alternating per grid run,
+// five rounds: 3 ways 1.09x / 1.05x at 64 KiB / 1 MiB (34 / 46 cells, the least 0.94x), 9 ways
+// 1.43x / 1.23x (6 / 4 cells) on one thread; both 1.10x / 1.07x on two. The same A/B lost where
+// the output streams (0.75x over 62 cells at 16 MiB, down to 0.39x) and on staged ones (0.93-0.99x).
+bool loses_to_avx2_on_zen5(const permute_plan& plan) {
+  if (!plan.shuffle) return false;
+  const shuffle_tile& shuffle = *plan.shuffle;
+  if (shuffle.transposes || shuffle.level != isa::avx512 || shuffle.segment_copy.copy != nullptr ||
+      output_streams(plan)) {
+    return false;
+  }
+  const std::size_t ways = shuffle.offsets.size();
+  return plan.width == 8 && (ways == 3 || ways == 9);
+}
+
 // Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
 // problem the AVX2 level walks in place lose to that on AMD's Zen 5 cores too (which, unlike Zen 4,
 // run 512-bit operations at full width), for the same ways and lanes and for 3-way de-interleaves of
@@ -992,8 +1010,8 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // bytes, where the in-place walk fell to 0.22x (d2s CF-K3 DCR b8 C16 of 1- and 2-byte elements at
 // 64 KiB, whose calls write 16- or 32-byte segments of lines other calls finish) and to 0.54-0.81x
 // elsewhere; de-interleaves whose output streams (4 ways of 1- and 2-byte lanes, 0.69-0.83x).
-// Intel's other rule (loses_to_avx2_on_intel) does not carry over: 1.01x over its 60-66 cells,
-// 3-way interleaves of 2-byte lanes falling to 0.69x.
+// Intel's other rule (loses_to_avx2_on_intel) does not carry over whole: 1.01x over its 60-66
+// cells, 3-way interleaves of 2-byte lanes falling to 0.69x (see loses_to_avx2_on_zen5).
 bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
@@ -1034,7 +1052,8 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     if (avx2_plan.gather) return avx2_plan;
   }
   const runtime::core_kind cores = runtime::planning_core_kind();
-  if (planning_isa() >= isa::avx512 && cores == runtime::core_kind::intel && loses_to_avx2_on_intel(plan)) {
+  if (planning_isa() >= isa::avx512 && ((cores == runtime::core_kind::intel && loses_to_avx2_on_intel(plan)) ||
+                                        (cores == runtime::core_kind::amd_zen5 && loses_to_avx2_on_zen5(plan)))) {
     plan = plan_as_avx2();
   } else if (planning_isa() >= isa::avx512 &&
              ((cores == runtime::core_kind::intel && stages_where_avx2_segments_win_on_intel(plan)) ||
