@@ -379,8 +379,8 @@ void run_strip(const gather_program& program, const gather_rows& rows, const str
 // order the store path can merge, so each line is first read from memory (read-for-ownership) and
 // written back whenever it is evicted before it is whole. Such a strip is built in an L1 buffer
 // instead, its rows packed, and then written out in order with streaming stores. Same-run A/B on a
-// Zen 5 over the 140 gather cells of the grid: 1.18x / 1.06x op throughput at 16 / 256 MiB on one
-// thread for the 118 whose period is over 64 bytes (the least 0.82x / 0.85x), 0.98x / 0.96x for
+// Zen 5 over the 140 gather cells of the grid: 1.17x / 1.06x op throughput at 16 / 256 MiB on one
+// thread for the 118 whose period is over 64 bytes (the least 0.78x / 0.85x), 0.98x / 0.96x for
 // the 22 of one chunk per period, which keep their stores in place (a chunk-major walk of those
 // is already in order). On an Emerald Rapids Xeon, same A/B: 1.42x at 256 MiB (the 31 s2d NHWC
 // CRD gather cells), but 0.85x at 16 MiB, which its 300 MiB L3 holds (as for every kernel that
