@@ -1663,15 +1663,15 @@ class PermuteGather : public testing::Test {
 
 // The plan against the element loop: source ending right before an inaccessible page,
 // destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads; and
-// run as an output larger than the cache would run it (its total_bytes raised to the streaming
-// size: each strip prefetches the next one's source and is built in an L1 buffer, then streamed
-// out, gather_rows::stream).
+// run as an output well past the cache would run it (its total_bytes raised to
+// streamed_gather_output_bytes: each strip prefetches the next one's source and is built in an L1
+// buffer, then streamed out, gather_rows::stream).
 void expect_gather_matches(const permute_plan& plan, const std::vector<permute_axis>& axes, std::int64_t width,
                            std::int64_t bytes, std::mt19937_64& rng) {
   guarded_source src(static_cast<std::size_t>(bytes), rng);
   const permute_plan streamed = [&] {
     permute_plan large = plan;
-    large.total_bytes = std::max(plan.total_bytes, static_cast<std::int64_t>(streaming_output_bytes));
+    large.total_bytes = std::max(plan.total_bytes, streamed_gather_output_bytes);
     return large;
   }();
   for (std::int64_t misalign : {0, 1, 7}) {
@@ -1865,9 +1865,9 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
   EXPECT_GT(gathers, lined);
 }
 
-// A plan of 12 MiB or more (its strips prefetch the next ones and stream out) against the element
-// loop on one and two threads, its source ending right before an inaccessible page, its
-// destination on a line and 7 bytes past one.
+// A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one and
+// two threads, its source ending right before an inaccessible page, its destination on a line and
+// 7 bytes past one.
 void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int64_t width, std::uint64_t seed) {
   const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
   ASSERT_TRUE(plan.gather.has_value()) << describe(plan);

@@ -374,17 +374,17 @@ void run_strip(const gather_program& program, const gather_rows& rows, const str
   }
 }
 
-// Outputs larger than the cache (gather_rows::stream) whose periods span several chunks: built in
+// Outputs well past the cache (gather_rows::stream) whose periods span several chunks: built in
 // place, each chunk of a strip at every period in turn, the stores land on the strip's lines in no
 // order the store path can merge, so each line is first read from memory (read-for-ownership) and
 // written back whenever it is evicted before it is whole. Such a strip is built in an L1 buffer
 // instead, its rows packed, and then written out in order with streaming stores. Same-run A/B on a
-// Zen 5 over the 140 gather cells of the grid: 1.17x / 1.06x op throughput at 16 / 256 MiB on one
-// thread for the 118 whose period is over 64 bytes (the least 0.78x / 0.85x), 0.98x / 0.96x for
-// the 22 of one chunk per period, which keep their stores in place (a chunk-major walk of those
-// is already in order). On an Emerald Rapids Xeon, same A/B: 1.42x at 256 MiB (the 31 s2d NHWC
-// CRD gather cells), but 0.85x at 16 MiB, which its 300 MiB L3 holds (as for every kernel that
-// streams above streaming_output_bytes). The AVX2 gather lost so on the Zen 5 (0.90x at 16 MiB).
+// Zen 5 over the 140 gather cells of the grid, for the 118 whose period is over 64 bytes: op
+// throughput 1.06x / 1.05x at 256 MiB on one / two threads (1.17x / 0.91x at 16 MiB, where
+// streamed_gather_output_bytes now keeps them in place); the 22 of one chunk per period lost
+// (0.96x), their chunk-major walk being in order already. On an Emerald Rapids Xeon: 1.42x at
+// 256 MiB (the 31 s2d NHWC CRD gather cells), 0.85x at 16 MiB. The AVX2 gather lost so on the
+// Zen 5 (0.90x at 16 MiB).
 constexpr std::int64_t strip_buffer_bytes = strip_bytes + max_gather_period_bytes;
 
 template <class Groups>
