@@ -1880,8 +1880,11 @@ void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int
     for (int threads : {1, 2}) {
       std::vector<std::byte> actual(expected.size() + misalign, std::byte{0x5A});
       run_permute(plan, src.data(), actual.data() + misalign, threads);
-      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), actual.begin() + static_cast<std::ptrdiff_t>(misalign)))
+      const auto start = actual.begin() + static_cast<std::ptrdiff_t>(misalign);
+      ASSERT_TRUE(std::equal(expected.begin(), expected.end(), start))
           << describe(plan) << " threads=" << threads << " misalign=" << misalign;
+      ASSERT_TRUE(std::all_of(actual.begin(), start, [](std::byte v) { return v == std::byte{0x5A}; }))
+          << describe(plan) << " wrote before its destination, misalign=" << misalign;
     }
   }
   expect_prefetches_cover_loads(*plan.gather->program);

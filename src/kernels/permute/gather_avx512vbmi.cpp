@@ -413,7 +413,7 @@ void run_strip_streamed(const gather_program& program, const gather_rows& rows, 
   }
 }
 
-// A strip, built in place or, for outputs larger than the cache, streamed.
+// A strip, built in place or, for outputs well past the cache (gather_rows::stream), streamed.
 template <class Groups>
 void write_strip(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
                  const std::byte* src_end) {

@@ -946,12 +946,20 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // interleaves of 4-byte lanes (0.91-0.97x) and staged ones of 2-byte lanes (0.90-0.95x), 9- and
 // 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of 8-byte lanes (0.83-1.02x), which
 // keep their AVX-512 plans.
+// The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing, and its
+// output stays in the cache: the shuffles the loses_to_avx2_on_* rules weigh (else null).
+const shuffle_tile* cached_avx512_shuffle(const permute_plan& plan) {
+  if (!plan.shuffle || plan.shuffle->transposes || plan.shuffle->level != isa::avx512 || output_streams(plan)) {
+    return nullptr;
+  }
+  return &*plan.shuffle;
+}
+
 bool loses_to_avx2_on_intel(const permute_plan& plan) {
-  if (!plan.shuffle) return false;
-  const shuffle_tile& shuffle = *plan.shuffle;
-  if (!shuffle.interleave || shuffle.transposes || shuffle.level != isa::avx512 || output_streams(plan)) return false;
-  const std::size_t ways = shuffle.offsets.size();
-  const bool staged = shuffle.segment_copy.copy != nullptr;
+  const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
+  if (shuffle == nullptr || !shuffle->interleave) return false;
+  const std::size_t ways = shuffle->offsets.size();
+  const bool staged = shuffle->segment_copy.copy != nullptr;
   switch (plan.width) {
     case 1: return ways == 16;
     case 2: return ways == 9 || ways == 16 || (ways == 3 && !staged);
@@ -988,13 +996,9 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // 1.43x / 1.23x (6 / 4 cells) on one thread; both 1.10x / 1.07x on two. The same A/B lost where
 // the output streams (0.75x over 62 cells at 16 MiB, down to 0.39x) and on staged ones (0.93-0.99x).
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
-  if (!plan.shuffle) return false;
-  const shuffle_tile& shuffle = *plan.shuffle;
-  if (shuffle.transposes || shuffle.level != isa::avx512 || shuffle.segment_copy.copy != nullptr ||
-      output_streams(plan)) {
-    return false;
-  }
-  const std::size_t ways = shuffle.offsets.size();
+  const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
+  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
+  const std::size_t ways = shuffle->offsets.size();
   return plan.width == 8 && (ways == 3 || ways == 9);
 }
 
@@ -1051,15 +1055,17 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     permute_plan avx2_plan = plan_as_avx2();
     if (avx2_plan.gather) return avx2_plan;
   }
-  const runtime::core_kind cores = runtime::planning_core_kind();
-  if (planning_isa() >= isa::avx512 && ((cores == runtime::core_kind::intel && loses_to_avx2_on_intel(plan)) ||
-                                        (cores == runtime::core_kind::amd_zen5 && loses_to_avx2_on_zen5(plan)))) {
-    plan = plan_as_avx2();
-  } else if (planning_isa() >= isa::avx512 &&
-             ((cores == runtime::core_kind::intel && stages_where_avx2_segments_win_on_intel(plan)) ||
-              (cores == runtime::core_kind::amd_zen5 && stages_where_avx2_segments_win_on_zen5(plan)))) {
-    permute_plan avx2_plan = plan_as_avx2();
-    if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
+  if (planning_isa() >= isa::avx512) {
+    const runtime::core_kind cores = runtime::planning_core_kind();
+    const bool intel = cores == runtime::core_kind::intel;
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    if ((intel && loses_to_avx2_on_intel(plan)) || (zen5 && loses_to_avx2_on_zen5(plan))) {
+      plan = plan_as_avx2();
+    } else if ((intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+               (zen5 && stages_where_avx2_segments_win_on_zen5(plan))) {
+      permute_plan avx2_plan = plan_as_avx2();
+      if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
+    }
   }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
