@@ -10,6 +10,11 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 #include "runtime/thread_pool.hpp"
 
 namespace regrid::runtime {
@@ -82,6 +87,59 @@ TEST(ThreadPool, ConcurrentCallersBothComplete) {
   expect_each_part_once(3, 2000);
   other.join();
 }
+
+#if defined(__linux__)
+void busy_for(std::chrono::microseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// A worker that ran on the caller's CPU is moved off it before the next job, and runs its parts
+// with its own affinity again: here the test pins the worker to the caller's CPU, where the
+// kernel can also leave it (a worker woken onto the busy caller's CPU waits there for a time
+// slice; the caller then runs every part itself, or waits for the one the worker claimed).
+TEST(ThreadPool, WorkersOnTheCallersCpuAreMovedOffIt) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs to run on; this process may use one";
+  const std::thread::id caller = std::this_thread::get_id();
+  run_parts(2, [](int) {});  // workers are created with this thread's affinity
+  const int cpu = sched_getcpu();
+  ASSERT_GE(cpu, 0);
+  cpu_set_t only_here;
+  CPU_ZERO(&only_here);
+  CPU_SET(cpu, &only_here);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof only_here, &only_here), 0);
+  // Pin whichever worker runs part 1 of a job to this CPU, as the kernel can.
+  bool pinned = false;
+  for (int job = 0; job < 1000 && !pinned; ++job) {
+    run_parts(2, [&](int index) {
+      if (index == 1 && std::this_thread::get_id() != caller) {
+        pinned = sched_setaffinity(0, sizeof only_here, &only_here) == 0;
+      }
+      busy_for(std::chrono::microseconds(50));
+    });
+  }
+  int parts_elsewhere = 0;
+  int parts_with_narrowed_affinity = 0;
+  std::atomic<int> worker_parts{0};
+  for (int job = 0; job < 200 && pinned; ++job) {
+    run_parts(2, [&](int index) {
+      busy_for(std::chrono::microseconds(50));
+      if (index != 1 || std::this_thread::get_id() == caller) return;
+      worker_parts.fetch_add(1);
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &allowed)) ++parts_with_narrowed_affinity;
+      if (sched_getcpu() != cpu) ++parts_elsewhere;
+    });
+  }
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed), 0);
+  ASSERT_TRUE(pinned) << "no worker ran part 1 of 1000 jobs";
+  EXPECT_GT(parts_elsewhere, 0) << "of " << worker_parts.load() << " parts the workers ran, all on CPU " << cpu;
+  EXPECT_EQ(parts_with_narrowed_affinity, 0) << "of " << worker_parts.load();
+}
+#endif
 
 TEST(ThreadPool, ParallelForCoversTheRangeOnce) {
   for (std::int64_t count : {1, 2, 3, 7, 1000}) {

@@ -6,10 +6,16 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "core/checked.hpp"
 #include "regrid/runtime.hpp"
@@ -46,6 +52,15 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// The CPU the calling thread runs on, or -1 where that cannot be told.
+inline int current_cpu() noexcept {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
 // Polls `ready` for up to spin_duration; true when it became true.
 template <class Ready>
 bool spin_until(const Ready& ready) {
@@ -79,7 +94,7 @@ class pool {
       stopping_.store(true);
     }
     wake_.notify_all();
-    for (auto& worker : workers_) worker.join();
+    for (auto& slot : workers_) slot->thread.join();
   }
 
   // Returns false when the pool is busy (or `parts` does not fit a ticket); the caller then runs
@@ -89,12 +104,13 @@ class pool {
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     ensure_workers(parts - 1);
+    const std::uint64_t generation = generation_of(ticket_.load()) + 1;
+    move_workers_off(current_cpu(), generation);
     job_ = &part;
     failure_ = nullptr;
     pending_.store(parts - 1);
     // Publishing the ticket starts the job: its generation tells workers which job a part
     // number belongs to, so a worker still finishing the previous job cannot claim this one's.
-    const std::uint64_t generation = generation_of(ticket_.load()) + 1;
     ticket_.store(make_ticket(generation, parts, 1));
     if (sleepers_.load() > 0) {
       { std::lock_guard lock(mutex_); }  // a worker between its check and its wait sees the ticket
@@ -130,11 +146,56 @@ class pool {
   void ensure_workers(int count) {
     const std::uint64_t current = generation_of(ticket_.load());
     while (static_cast<int>(workers_.size()) < count) {
-      workers_.emplace_back([this, current] { worker_loop(current); });
+      auto& slot = *workers_.emplace_back(std::make_unique<worker_slot>());
+#if defined(__linux__)
+      // A new thread inherits its creator's affinity.
+      slot.has_allowed = sched_getaffinity(0, sizeof slot.allowed, &slot.allowed) == 0;
+#endif
+      slot.thread = std::thread([this, &slot, current] { worker_loop(slot, current); });
     }
   }
 
-  void worker_loop(std::uint64_t seen) {
+  // Moves off the caller's CPU the workers that last ran there, and those that have not run for
+  // the last two jobs (woken, but waiting for a CPU). Linux wakes a thread on the CPU it last ran
+  // on or on the waker's, and looks for an idle one in the cache domain only while the domain is
+  // not busy, which a caller busy with a job makes it look: a worker that once landed on the
+  // caller's CPU (in a 2-vCPU VM, for tens of milliseconds at a time) then waits there for the
+  // caller's time slice, so that the caller ran every part itself (1 MiB s2d on 2 threads at one
+  // thread's speed) or, having had one claimed, waited a slice for it (6x one thread's time).
+  // The worker takes back its affinity when it next runs, on the CPU it was moved to.
+  void move_workers_off(int cpu, std::uint64_t generation) {
+#if defined(__linux__)
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return;
+    for (auto& slot : workers_) {
+      if (slot->moved.load(std::memory_order_relaxed)) continue;
+      const bool stalled = slot->generation.load(std::memory_order_relaxed) + 2 < generation;
+      if (slot->cpu.load(std::memory_order_relaxed) != cpu && !stalled) continue;
+      if (!slot->has_allowed || !CPU_ISSET(cpu, &slot->allowed) || CPU_COUNT(&slot->allowed) < 2) continue;
+      cpu_set_t elsewhere = slot->allowed;
+      CPU_CLR(cpu, &elsewhere);
+      std::lock_guard lock(slot->affinity_mutex);
+      if (pthread_setaffinity_np(slot->thread.native_handle(), sizeof elsewhere, &elsewhere) == 0) {
+        slot->moved.store(true);
+      }
+    }
+#else
+    (void)cpu;
+#endif
+  }
+
+  struct worker_slot {
+    std::thread thread;
+    std::atomic<int> cpu{-1};                  ///< where the worker last ran
+    std::atomic<bool> moved{false};            ///< move_workers_off narrowed its affinity
+    std::mutex affinity_mutex;                 ///< held while `moved` and the affinity change
+    std::atomic<std::uint64_t> generation{0};  ///< the last job it saw
+    bool has_allowed = false;
+#if defined(__linux__)
+    cpu_set_t allowed{};  ///< its affinity as created
+#endif
+  };
+
+  void worker_loop(worker_slot& slot, std::uint64_t seen) {
     for (;;) {
       auto new_job = [&] { return stopping_.load() || generation_of(ticket_.load()) != seen; };
       if (!spin_until(new_job)) {
@@ -144,8 +205,22 @@ class pool {
         sleepers_.fetch_sub(1);
       }
       if (stopping_.load()) return;
+      // The job is read before `moved`: the caller narrows a worker's affinity before it publishes
+      // the job, so a worker that sees the job also sees the narrowing, and widens it again before
+      // it runs any part of the job.
       seen = generation_of(ticket_.load());
+      slot.generation.store(seen, std::memory_order_relaxed);
+#if defined(__linux__)
+      if (slot.moved.load()) {
+        // Running elsewhere now: widening the affinity again does not move it back.
+        std::lock_guard lock(slot.affinity_mutex);
+        sched_setaffinity(0, sizeof slot.allowed, &slot.allowed);
+        slot.moved.store(false);
+      }
+#endif
+      slot.cpu.store(current_cpu(), std::memory_order_relaxed);
       run_claimed_parts(seen);
+      slot.cpu.store(current_cpu(), std::memory_order_relaxed);
     }
   }
 
@@ -168,7 +243,7 @@ class pool {
   std::mutex mutex_;  // guards the wake_ and done_ waits and failure_
   std::condition_variable wake_;
   std::condition_variable done_;
-  std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<worker_slot>> workers_;
   const std::function<void(int)>* job_ = nullptr;
   std::exception_ptr failure_;
   // generation << 32 | parts << 16 | next part number to claim. The part count lives in the same
