@@ -234,8 +234,17 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   if (with_vector_copy) copy_with_vectors();
   // Small cases repeat inside each sample so that a sample lasts at least ~0.2 ms.
   const int inner = static_cast<int>(std::clamp<std::int64_t>((256 << 10) / std::max<std::int64_t>(c.bytes, 1), 1, 64));
+  // Each sample follows untimed calls of its own kind, so that it finds the caches as its own
+  // previous call left them, not as the other's did: the op and memcpy share the buffers, and one
+  // call after the other's showed each side the other's footprint. At 16 MiB (input and output
+  // fill this Zen 5's 32 MiB L3) memcpy right after an op that kept its output in cache ran 1.4x
+  // faster on two threads than after one that streamed it to memory (so the ratios favoured
+  // streaming kernels), and a single untimed call did not undo it (1.2x). Outputs far larger
+  // than any cache keep no such state, and one more call there costs tens of milliseconds.
+  const int settling_calls = c.bytes >= warm_state_free_bytes ? 0 : settling_calls_per_sample;
   // One sample: the mean time of `inner` calls.
   auto sample = [&](auto body) {
+    for (int i = 0; i < settling_calls; ++i) body();
     return seconds([&] {
              for (int i = 0; i < inner; ++i) body();
            }) /

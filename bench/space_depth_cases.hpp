@@ -69,13 +69,15 @@ inline constexpr std::int64_t max_grid_element_bytes = 8;
 /// copy's speed. Above the threshold both copies run vector loops.
 void vector_copy(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept;
 
+/// Untimed calls of the same kind before each timed sample (of the op, of memcpy), so that each is
+/// timed in the cache state its own calls leave; none for tensors of warm_state_free_bytes or more.
+inline constexpr int settling_calls_per_sample = 2;
+inline constexpr std::int64_t warm_state_free_bytes = std::int64_t{64} << 20;
+
 /// Times one case with `threads` threads (memcpy runs split over as many threads). The output,
 /// and memcpy's destination, start `dst_offset_bytes` past a 64-byte boundary, as the 16-byte
 /// aligned buffers of numpy's `out=` arrays do (a multiple of max_grid_element_bytes below 64).
-/// With `with_vector_copy`, vector_copy is timed too, interleaved and split the same way, just
-/// before memcpy: memcpy then follows a copy split like its own rather than the op, which on
-/// several threads leaves each thread's half in its own core's cache (2 threads at 1 MiB on a Zen 5:
-/// memcpy 1.3x faster than after the op; the op's own time unchanged).
+/// With `with_vector_copy`, vector_copy is timed too, interleaved and split the same way.
 timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes = 0,
                bool with_vector_copy = false);
 
