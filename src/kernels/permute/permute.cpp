@@ -94,6 +94,10 @@ thread_local std::optional<isa> planning_level_override;
 
 isa planning_isa() { return planning_level_override.value_or(active_isa()); }
 
+// Set while plan_permute plans an output that would stream as one that stays in the cache (see
+// plan_permute).
+thread_local bool planning_for_the_cache = false;
+
 std::int64_t magnitude(std::int64_t stride) { return stride < 0 ? -stride : stride; }
 
 bool contains(const way_list& ways, std::size_t axis) {
@@ -204,9 +208,7 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
 
 // Whether the plan's output is too large to stay in cache, so that its kernel should write it with
 // streaming stores (kernels/stream_store.hpp).
-bool output_streams(const permute_plan& plan) {
-  return plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes);
-}
+bool output_streams(const permute_plan& plan) { return plan.streams; }
 
 // Whether a tile reads its source a line after another in stretches: one of its axes steps by a
 // line, and its lines reach the tile's next longer source stride (or there is none), leaving no
@@ -883,10 +885,12 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   }
   if (vbmi) add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
   const std::int64_t total_bytes = plan.total_bytes;
+  const bool streams = plan.streams;
   plan = permute_plan{};
   plan.outer = std::move(outer);
   plan.width = width;
   plan.total_bytes = total_bytes;
+  plan.streams = streams;
   plan.gather = std::move(tile);
 }
 
@@ -933,6 +937,17 @@ shuffle_split split_of(const permute_plan& plan) {
 }
 
 permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_t element_bytes);
+
+// The streamed 8-way de-interleaves that assemble their output vectors (assembles_shuffle): the
+// s2d channels-first K = 3 b = 8 tensors of 1- to 8-byte elements. On a Zen 5 each lost to the plan
+// the same problem gets where the output stays in the cache (an AVX2 segmented or an AVX-512 staged
+// de-interleave with ordinary stores): the 26 such cells of the 16 MiB grid, the old plan and the
+// cached one alternating per whole grid run, five A/Bs of one or two threads (two or three rounds
+// each; memcpy interleaved, or each sample after untimed calls of its own kind), op throughput
+// 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.45), least 0.75-1.43x.
+bool assembles_streamed_deinterleave(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && plan.streams;
+}
 
 // AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
 // in the cache: 3-way shuffles of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of both,
@@ -1031,6 +1046,15 @@ bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan = plan_permute_unsplit(axes, element_bytes);
+  // The rest of the planning (the AVX2 level's plans below included) is for the cache once this
+  // switches it there.
+  struct cache_planning {
+    ~cache_planning() { planning_for_the_cache = false; }
+  } restore_streaming;
+  if (runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && assembles_streamed_deinterleave(plan)) {
+    planning_for_the_cache = true;
+    plan = plan_permute_unsplit(axes, element_bytes);
+  }
   // The avx512 level without VBMI has no gather of its own (its byte permutes stay in 128-bit
   // lanes, see select_shuffle). Where the AVX2 plan gathers, it takes that plan, unless its own
   // transposes in registers (the 8 x 8 tile of 8-byte elements, or a block-transposing shuffle),
@@ -1084,6 +1108,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
     if (axis.extent != 1) kept.push_back(axis);
   }
   plan.total_bytes = count * static_cast<std::int64_t>(element_bytes);
+  plan.streams = plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes) && !planning_for_the_cache;
 
   // Innermost = smallest destination stride, so the output is written in order.
   // (A stable insertion sort: a handful of axes, and std::stable_sort allocates a buffer.)
@@ -1195,6 +1220,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
     permute_plan wide;
     wide.width = plan.width;
     wide.total_bytes = plan.total_bytes;
+    wide.streams = plan.streams;
     axis_list wide_axes = normalized;
     if (choose_shuffle(wide, wide_axes, true)) plan = std::move(wide);
   }
@@ -1529,7 +1555,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
     const bool prefetch = output_streams(plan);
     // Periods of one chunk are written in order as they are built (see run_strip_streamed).
-    const bool stream = plan.total_bytes >= streamed_gather_output_bytes && period > 64;
+    const bool stream = plan.streams && plan.total_bytes >= streamed_gather_output_bytes && period > 64;
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;

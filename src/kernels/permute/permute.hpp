@@ -259,6 +259,10 @@ struct permute_plan {
   permute_axis col;       ///< innermost axis (extent 1 if absent)
   std::size_t width = 0;  ///< bytes per element after folding
   std::int64_t total_bytes = 0;  ///< bytes moved (0: nothing to do)
+  /// The output is written with streaming stores where the kernel has them: it is at least
+  /// streaming_output_bytes (kernels/stream_store.hpp), unless plan_permute chose the plan for an
+  /// output kept in the cache where that was measured to be faster.
+  bool streams = false;
   tile_kernel kernel;
   std::optional<shuffle_tile> shuffle;  ///< set: `outer` plus the shuffle's run cover every axis
   std::optional<gather_tile> gather;    ///< set: `outer`, the stream axis and the program's block cover every axis
