@@ -124,7 +124,9 @@ TEST(ThreadPool, WorkersOnTheCallersCpuAreMovedOffIt) {
   int parts_elsewhere = 0;
   int parts_with_narrowed_affinity = 0;
   std::atomic<int> worker_parts{0};
-  for (int job = 0; job < 200 && pinned; ++job) {
+  // Until the workers have run 50 parts: where the other CPUs are busy (ctest -j2 runs another
+  // test beside this one) the worker may take a while to get one.
+  for (int job = 0; job < 5000 && pinned && worker_parts.load() < 50; ++job) {
     run_parts(2, [&](int index) {
       busy_for(std::chrono::microseconds(50));
       if (index != 1 || std::this_thread::get_id() == caller) return;

@@ -944,7 +944,8 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // de-interleave with ordinary stores): the 26 such cells of the 16 MiB grid, the old plan and the
 // cached one alternating per whole grid run, five A/Bs of one or two threads (two or three rounds
 // each; memcpy interleaved, or each sample after untimed calls of its own kind), op throughput
-// 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.45), least 0.75-1.43x.
+// 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.4), least 0.75-1.43x. At
+// 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads.
 bool assembles_streamed_deinterleave(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && plan.streams;
 }
