@@ -148,8 +148,8 @@ class pool {
     while (static_cast<int>(workers_.size()) < count) {
       auto& slot = *workers_.emplace_back(std::make_unique<worker_slot>());
 #if defined(__linux__)
-      // A new thread inherits its creator's affinity.
-      slot.has_allowed = sched_getaffinity(0, sizeof slot.allowed, &slot.allowed) == 0;
+      // A new thread inherits its creator's affinity (none known: no CPUs, so never moved).
+      if (sched_getaffinity(0, sizeof slot.allowed, &slot.allowed) != 0) CPU_ZERO(&slot.allowed);
 #endif
       slot.thread = std::thread([this, &slot, current] { worker_loop(slot, current); });
     }
@@ -170,7 +170,7 @@ class pool {
       if (slot->moved.load(std::memory_order_relaxed)) continue;
       const bool stalled = slot->generation.load(std::memory_order_relaxed) + 2 < generation;
       if (slot->cpu.load(std::memory_order_relaxed) != cpu && !stalled) continue;
-      if (!slot->has_allowed || !CPU_ISSET(cpu, &slot->allowed) || CPU_COUNT(&slot->allowed) < 2) continue;
+      if (!CPU_ISSET(cpu, &slot->allowed) || CPU_COUNT(&slot->allowed) < 2) continue;
       cpu_set_t elsewhere = slot->allowed;
       CPU_CLR(cpu, &elsewhere);
       std::lock_guard lock(slot->affinity_mutex);
@@ -189,7 +189,6 @@ class pool {
     std::atomic<bool> moved{false};            ///< move_workers_off narrowed its affinity
     std::mutex affinity_mutex;                 ///< held while `moved` and the affinity change
     std::atomic<std::uint64_t> generation{0};  ///< the last job it saw
-    bool has_allowed = false;
 #if defined(__linux__)
     cpu_set_t allowed{};  ///< its affinity as created
 #endif

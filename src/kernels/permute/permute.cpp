@@ -947,7 +947,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.4), least 0.75-1.43x. At
 // 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads.
 bool assembles_streamed_deinterleave(const permute_plan& plan) {
-  return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && plan.streams;
+  return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && output_streams(plan);
 }
 
 // AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
@@ -1556,7 +1556,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
     const bool prefetch = output_streams(plan);
     // Periods of one chunk are written in order as they are built (see run_strip_streamed).
-    const bool stream = plan.streams && plan.total_bytes >= streamed_gather_output_bytes && period > 64;
+    const bool stream = prefetch && plan.total_bytes >= streamed_gather_output_bytes && period > 64;
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
