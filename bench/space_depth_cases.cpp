@@ -55,12 +55,12 @@ space_depth_options options_of(const space_depth_case& c) {
   return {.block_size = c.block, .layout = c.variant.layout, .mode = c.mode};
 }
 
+}  // namespace
+
 std::string size_text(std::int64_t bytes) {
   if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + "MiB";
   return std::to_string(bytes >> 10) + "KiB";
 }
-
-}  // namespace
 
 std::string space_depth_case::name() const {
   return std::string(to_depth ? "s2d" : "d2s") + "/" + variant.name + "/" + std::string(to_string(mode)) + "/x" +

@@ -2,13 +2,16 @@
 // and the rule that no output file exists after a failure.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "io/npy.hpp"
 #include "regrid/regrid.hpp"
@@ -225,6 +228,70 @@ TEST_F(Cli, BenchReportsTheRatioToAVectorCopy) {
   ASSERT_FALSE(line.fail()) << line.str();
   EXPECT_GT(vector_copy_rate, 0.0) << line.str();
   EXPECT_NEAR(vector_copy_ratio, op_rate / vector_copy_rate, 0.01 + 0.01 * vector_copy_ratio) << line.str();
+}
+
+// `bench` ends with the grid's targets against what it measured: per size and thread count the
+// cells' min / median ratio to memcpy and the target that applies (median >= 0.6 for one thread
+// at 64 KiB), then the op throughput on two threads over one, cell by cell (in cache: median >= 1.6).
+TEST_F(Cli, BenchReportsTheTargetsAgainstWhatItMeasured) {
+  const char* cell = "s2d/NCHW/DCR/x32/b2/c1/64KiB";
+  const run_result bench = run(std::string("bench --threads 1 2 --repetitions 1 --sizes-kib 64 --filter ") + cell);
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  // The cell's two lines: name bytes threads op-GB/s memcpy-GB/s ratio.
+  std::map<int, std::pair<double, double>> rate_and_ratio;
+  for (std::size_t at = bench.out.find(cell); at != std::string::npos; at = bench.out.find(cell, at + 1)) {
+    std::istringstream line(bench.out.substr(at, bench.out.find('\n', at) - at));
+    std::string name;
+    long long bytes = 0;
+    int threads = 0;
+    double op_rate = 0, copy_rate = 0, ratio = 0;
+    line >> name >> bytes >> threads >> op_rate >> copy_rate >> ratio;
+    ASSERT_FALSE(line.fail()) << line.str();
+    rate_and_ratio[threads] = {op_rate, ratio};
+  }
+  ASSERT_EQ(rate_and_ratio.size(), 2U) << bench.out;
+  // A report line after `heading` that starts with `size` and `threads`: its words.
+  auto report_line = [&](const std::string& heading, int threads) {
+    const std::size_t block = bench.out.find(heading);
+    EXPECT_NE(block, std::string::npos) << bench.out;
+    std::istringstream lines(block == std::string::npos ? "" : bench.out.substr(block));
+    for (std::string text; std::getline(lines, text);) {
+      std::istringstream words(text);
+      std::string size;
+      int thr = 0;
+      if (words >> size >> thr && size == "64KiB" && thr == threads) {
+        std::vector<std::string> all;
+        for (std::string word; words >> word;) all.push_back(word);
+        return all;
+      }
+    }
+    return std::vector<std::string>{};
+  };
+  const std::vector<std::string> one = report_line("\ntargets: ratio to memcpy", 1);
+  ASSERT_GE(one.size(), 8U) << bench.out;  // cases min median at-0.9 "median" ">=" 0.60 met
+  const double ratio = rate_and_ratio[1].second;
+  EXPECT_EQ(one[0], "1");
+  EXPECT_NEAR(std::stod(one[1]), ratio, 0.006) << bench.out;
+  EXPECT_NEAR(std::stod(one[2]), ratio, 0.006) << bench.out;
+  // Printed values are rounded to two places: a count or verdict is checked where rounding cannot
+  // have decided it.
+  auto clear_of = [](double value, double threshold) { return std::abs(value - threshold) > 0.006; };
+  if (clear_of(ratio, 0.9)) {
+    EXPECT_EQ(one[3], ratio >= 0.9 ? "1" : "0") << bench.out;
+  }
+  EXPECT_EQ(one[4] + " " + one[5] + " " + one[6], "median >= 0.60") << bench.out;
+  if (clear_of(ratio, 0.6)) {
+    EXPECT_EQ(one[7], ratio >= 0.6 ? "yes" : "no") << bench.out;
+  }
+  const std::vector<std::string> scaled = report_line("\nscaling: op throughput", 2);
+  ASSERT_GE(scaled.size(), 8U) << bench.out;  // cases min median "median" ">=" 1.60 "(in cache)" met
+  const double expected_scaling = rate_and_ratio[2].first / rate_and_ratio[1].first;
+  EXPECT_EQ(scaled[0], "1");
+  EXPECT_NEAR(std::stod(scaled[2]), expected_scaling, 0.006 + 0.001 * expected_scaling) << bench.out;
+  EXPECT_EQ(scaled[3] + " " + scaled[4] + " " + scaled[5], "median >= 1.60") << bench.out;
+  if (clear_of(std::stod(scaled[2]), 1.6)) {
+    EXPECT_EQ(scaled.back(), std::stod(scaled[2]) >= 1.6 ? "yes" : "no") << bench.out;
+  }
 }
 
 // The bench's vector copy copies exactly the bytes asked for, under every ISA cap the host

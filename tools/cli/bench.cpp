@@ -1,11 +1,12 @@
 // `regrid bench`: SpaceToDepth / DepthToSpace against memcpy of the same bytes, measured in the
-// same process and interleaved, over the benchmark grid; prints every cell and the min / median
-// ratio per layout x element width.
+// same process and interleaved, over the benchmark grid; prints every cell, the min / median
+// ratio per layout x element width, and the grid's targets against what was measured.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "commands.hpp"
@@ -13,6 +14,94 @@
 #include "space_depth_cases.hpp"
 
 namespace regrid::cli {
+namespace {
+
+// The targets the grid is measured against (README, "Benchmark"), as medians over the cells run:
+//   one thread:   ratio to memcpy median >= 0.9 and min >= 0.75 from 1 MiB, median >= 0.6 below;
+//   more threads: op throughput >= 1.6x one thread's for tensors that stay in cache, ratio to
+//                 (as many threads') memcpy median >= 0.9 from 256 MiB.
+// In cache: under 16 MiB, whose input and output together fill a 32 MiB last-level cache.
+constexpr double one_thread_median = 0.9;
+constexpr double one_thread_min = 0.75;
+constexpr double small_one_thread_median = 0.6;
+constexpr std::int64_t small_bytes = std::int64_t{1} << 20;
+constexpr double in_cache_scaling = 1.6;
+constexpr std::int64_t in_cache_bytes = std::int64_t{16} << 20;
+constexpr double beyond_cache_median = 0.9;
+constexpr std::int64_t beyond_cache_bytes = std::int64_t{256} << 20;
+// Cells at or above this ratio are counted.
+constexpr double near_memcpy_ratio = 0.9;
+
+struct cell_result {
+  std::string name;
+  std::int64_t size = 0;  // the grid size it was made for
+  int threads = 1;
+  double ratio = 0;
+  double op_rate = 0;  // GB/s
+};
+
+// min and median (the upper one, as the summary takes it) of `values`, sorted here.
+std::pair<double, double> min_and_median(std::vector<double>& values) {
+  std::sort(values.begin(), values.end());
+  return {values.front(), values[values.size() / 2]};
+}
+
+void print_targets(const std::vector<cell_result>& cells) {
+  std::map<std::tuple<int, std::int64_t>, std::vector<double>> ratios;
+  std::map<std::string, double> one_thread_rate;
+  for (const cell_result& cell : cells) {
+    ratios[{cell.threads, cell.size}].push_back(cell.ratio);
+    if (cell.threads == 1) one_thread_rate[cell.name] = cell.op_rate;
+  }
+  std::printf("\ntargets: ratio to memcpy over the cells run (min / median; \"at %.1f\": cells at or above %.1f)\n",
+              near_memcpy_ratio, near_memcpy_ratio);
+  std::printf("%-8s %3s %6s %6s %6s %6s  %-28s %s\n", "size", "thr", "cases", "min", "median", "at 0.9", "target",
+              "met");
+  for (auto& [key, values] : ratios) {
+    const auto [threads, size] = key;
+    const auto at_target = std::count_if(values.begin(), values.end(), [](double r) { return r >= near_memcpy_ratio; });
+    const auto [least, median] = min_and_median(values);
+    char target[64] = "-";
+    const char* met = "-";
+    if (threads == 1 && size >= small_bytes) {
+      std::snprintf(target, sizeof target, "median >= %.2f, min >= %.2f", one_thread_median, one_thread_min);
+      met = median >= one_thread_median && least >= one_thread_min ? "yes" : "no";
+    } else if (threads == 1) {
+      std::snprintf(target, sizeof target, "median >= %.2f", small_one_thread_median);
+      met = median >= small_one_thread_median ? "yes" : "no";
+    } else if (size >= beyond_cache_bytes) {
+      std::snprintf(target, sizeof target, "median >= %.2f", beyond_cache_median);
+      met = median >= beyond_cache_median ? "yes" : "no";
+    }
+    std::printf("%-8s %3d %6zu %6.2f %6.2f %6td  %-28s %s\n", bench::size_text(size).c_str(), threads, values.size(),
+                least, median, at_target, target, met);
+  }
+  // Op throughput on more threads over one thread's, cell by cell.
+  std::map<std::tuple<int, std::int64_t>, std::vector<double>> scaling;
+  for (const cell_result& cell : cells) {
+    const auto one = one_thread_rate.find(cell.name);
+    if (cell.threads > 1 && one != one_thread_rate.end()) {
+      scaling[{cell.threads, cell.size}].push_back(cell.op_rate / one->second);
+    }
+  }
+  if (scaling.empty()) return;
+  std::printf("\nscaling: op throughput on thr threads / on one thread, cells run on both (min / median)\n");
+  std::printf("%-8s %3s %6s %6s %6s  %-28s %s\n", "size", "thr", "cases", "min", "median", "target", "met");
+  for (auto& [key, values] : scaling) {
+    const auto [threads, size] = key;
+    const auto [least, median] = min_and_median(values);
+    char target[64] = "-";
+    const char* met = "-";
+    if (size < in_cache_bytes) {
+      std::snprintf(target, sizeof target, "median >= %.2f (in cache)", in_cache_scaling);
+      met = median >= in_cache_scaling ? "yes" : "no";
+    }
+    std::printf("%-8s %3d %6zu %6.2f %6.2f  %-28s %s\n", bench::size_text(size).c_str(), threads, values.size(), least,
+                median, target, met);
+  }
+}
+
+}  // namespace
 
 int run_bench(const bench_request& request) {
   if (request.dst_offset_bytes < 0 || request.dst_offset_bytes >= 64 ||
@@ -60,6 +149,7 @@ int run_bench(const bench_request& request) {
   };
   std::map<group_key, std::vector<double>> ratios;
   std::map<group_key, std::vector<double>> vector_copy_ratios;
+  std::vector<cell_result> cells;
   for (const auto& c : grid) {
     for (int threads : thread_counts) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
@@ -76,6 +166,7 @@ int run_bench(const bench_request& request) {
       std::fflush(stdout);
       const group_key key{c.group(), threads, c.target_bytes < (1 << 20)};
       ratios[key].push_back(t.ratio());
+      cells.push_back({c.name(), c.target_bytes, threads, t.ratio(), t.gigabytes_per_second(c.bytes)});
       if (request.vector_copy) vector_copy_ratios[key].push_back(t.vector_copy_ratio());
     }
   }
@@ -94,6 +185,7 @@ int run_bench(const bench_request& request) {
     }
     std::printf("\n");
   }
+  print_targets(cells);
   return 0;
 }
 
