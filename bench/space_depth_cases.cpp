@@ -203,13 +203,20 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   const int saved = num_threads();
   set_num_threads(threads);
   const auto bytes = static_cast<std::size_t>(src.size_bytes());
-  // memcpy split over the same thread pool the operators use, under the same rule: no threads
-  // below 64 KiB, where a hand-off costs more than it saves.
+  // memcpy split over the same thread pool the operators use, under the same rules: no threads
+  // below 64 KiB, where a hand-off costs more than it saves, and sleeping workers left be below
+  // runtime::min_waking_bytes.
   const int copy_threads = bytes < (64U << 10) ? 1 : threads;
+  const runtime::sleeping_workers sleeping = static_cast<std::int64_t>(bytes) < runtime::min_waking_bytes
+                                                 ? runtime::sleeping_workers::leave
+                                                 : runtime::sleeping_workers::wake;
   auto split = [&](auto copy_part) {
-    runtime::parallel_for(static_cast<std::int64_t>(bytes), copy_threads, [&](std::int64_t begin, std::int64_t end) {
-      copy_part(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
-    });
+    runtime::parallel_for(
+        static_cast<std::int64_t>(bytes), copy_threads,
+        [&](std::int64_t begin, std::int64_t end) {
+          copy_part(dst_data + begin, src.data() + begin, static_cast<std::size_t>(end - begin));
+        },
+        sleeping);
   };
   auto copy = [&] { split([](std::byte* d, const std::byte* s, std::size_t n) { std::memcpy(d, s, n); }); };
   auto copy_with_vectors = [&] { split(vector_copy); };

@@ -1,5 +1,6 @@
 // The thread pool's hand-offs: every part of every job runs exactly once, whether the workers
-// are still spinning from the previous job or asleep, with failures, nesting and two callers.
+// are still spinning from the previous job or asleep, with failures, nesting and two callers;
+// who runs the parts of jobs that leave sleeping workers be.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -140,6 +141,54 @@ TEST(ThreadPool, WorkersOnTheCallersCpuAreMovedOffIt) {
   ASSERT_TRUE(pinned) << "no worker ran part 1 of 1000 jobs";
   EXPECT_GT(parts_elsewhere, 0) << "of " << worker_parts.load() << " parts the workers ran, all on CPU " << cpu;
   EXPECT_EQ(parts_with_narrowed_affinity, 0) << "of " << worker_parts.load();
+}
+
+// Jobs that leave sleeping workers be run on the caller alone once the workers sleep (20 ms idle:
+// they spin for 0.1 ms), wake them when they follow such a job at once, and are shared while the
+// workers still poll after a job; jobs that wake them are shared after the same idle time. Parts
+// of 300 us: a woken worker (tens of us) claims part 1 long before the caller is done with part 0.
+TEST(ThreadPool, JobsThatLeaveSleepingWorkersRunOnTheCallerWhileTheySleep) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs to run on; this process may use one";
+  const std::thread::id caller = std::this_thread::get_id();
+  // The thread that ran part 1 of a two-part job.
+  auto part_one_thread = [](sleeping_workers sleeping) {
+    std::thread::id ran_on;
+    run_parts(
+        2,
+        [&](int index) {
+          busy_for(std::chrono::microseconds(300));
+          if (index == 1) ran_on = std::this_thread::get_id();
+        },
+        sleeping);
+    return ran_on;
+  };
+  part_one_thread(sleeping_workers::wake);  // the worker exists
+  int left_on_caller = 0;
+  int woken_and_shared = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left_on_caller += part_one_thread(sleeping_workers::leave) == caller ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    woken_and_shared += part_one_thread(sleeping_workers::wake) != caller ? 1 : 0;
+  }
+  EXPECT_EQ(left_on_caller, 5);
+  EXPECT_GT(woken_and_shared, 0);
+  // A second call right after the one left on the caller is a stream: it wakes the workers.
+  int streamed_and_shared = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    part_one_thread(sleeping_workers::leave);
+    streamed_and_shared += part_one_thread(sleeping_workers::leave) != caller ? 1 : 0;
+  }
+  EXPECT_GT(streamed_and_shared, 0);
+  int shared_while_polling = 0;
+  for (int attempt = 0; attempt < 50 && shared_while_polling == 0; ++attempt) {
+    part_one_thread(sleeping_workers::wake);
+    shared_while_polling += part_one_thread(sleeping_workers::leave) != caller ? 1 : 0;
+  }
+  EXPECT_GT(shared_while_polling, 0);
 }
 #endif
 

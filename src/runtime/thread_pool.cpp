@@ -45,6 +45,12 @@ thread_local bool inside_part = false;
 // usually called back to back, so a worker that keeps polling for a short while after its job
 // catches the next one without a system call; after that it sleeps and costs nothing.
 constexpr auto spin_duration = std::chrono::microseconds(100);
+constexpr std::int64_t spin_nanoseconds = std::chrono::nanoseconds(spin_duration).count();
+
+std::int64_t steady_nanoseconds() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -97,10 +103,16 @@ class pool {
     for (auto& slot : workers_) slot->thread.join();
   }
 
-  // Returns false when the pool is busy (or `parts` does not fit a ticket); the caller then runs
-  // the parts itself.
-  bool try_run(int parts, const std::function<void(int)>& part) {
+  // Returns false when the pool is busy (or `parts` does not fit a ticket, or a worker sleeps
+  // and the job leaves sleepers be); the caller then runs the parts itself.
+  bool try_run(int parts, const std::function<void(int)>& part, runtime::sleeping_workers sleeping) {
     if (parts > max_ticket_parts) return false;
+    // A worker may fall asleep right after this check; the caller runs every part nobody claims.
+    bool wake_sleepers = sleeping == runtime::sleeping_workers::wake;
+    if (!wake_sleepers && sleepers_.load() > 0) {
+      if (!follows_a_recent_job()) return false;
+      wake_sleepers = true;
+    }
     std::unique_lock busy(run_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     ensure_workers(parts - 1);
@@ -112,7 +124,7 @@ class pool {
     // Publishing the ticket starts the job: its generation tells workers which job a part
     // number belongs to, so a worker still finishing the previous job cannot claim this one's.
     ticket_.store(make_ticket(generation, parts, 1));
-    if (sleepers_.load() > 0) {
+    if (wake_sleepers && sleepers_.load() > 0) {
       { std::lock_guard lock(mutex_); }  // a worker between its check and its wait sees the ticket
       wake_.notify_all();
     }
@@ -125,9 +137,17 @@ class pool {
       done_.wait(lock, [&] { return pending_.load() == 0; });
     }
     job_ = nullptr;
+    note_job_end();
     if (failure_) std::rethrow_exception(failure_);
     return true;
   }
+
+  // Whether the last job, with the pool or on its caller alone, ended less than the workers' spin
+  // time ago: calls that come that close are a stream, for which waking the workers pays.
+  [[nodiscard]] bool follows_a_recent_job() const {
+    return steady_nanoseconds() - last_job_end_.load(std::memory_order_relaxed) < spin_nanoseconds;
+  }
+  void note_job_end() { last_job_end_.store(steady_nanoseconds(), std::memory_order_relaxed); }
 
  private:
   void run_one(int index, const std::function<void(int)>& part) {
@@ -252,6 +272,7 @@ class pool {
   std::atomic<std::uint64_t> ticket_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<std::int64_t> last_job_end_{0};  ///< steady_nanoseconds() when the last job ended
   std::atomic<bool> stopping_{false};
 };
 
@@ -268,20 +289,30 @@ void set_num_threads(int count) {
 
 namespace runtime {
 
-void run_parts(int parts, const std::function<void(int)>& part) {
-  if (parts <= 1 || inside_part || !pool::instance().try_run(parts, part)) {
+void run_parts(int parts, const std::function<void(int)>& part, sleeping_workers sleeping) {
+  if (parts <= 1 || inside_part) {
     for (int i = 0; i < parts; ++i) part(i);
+    return;
+  }
+  pool& shared = pool::instance();
+  if (!shared.try_run(parts, part, sleeping)) {
+    for (int i = 0; i < parts; ++i) part(i);
+    shared.note_job_end();
   }
 }
 
-void parallel_for(std::int64_t count, int max_parts, const std::function<void(std::int64_t, std::int64_t)>& body) {
+void parallel_for(std::int64_t count, int max_parts, const std::function<void(std::int64_t, std::int64_t)>& body,
+                  sleeping_workers sleeping) {
   if (count <= 0) return;
   const int parts = static_cast<int>(std::min<std::int64_t>(std::max(1, max_parts), count));
-  run_parts(parts, [&](int index) {
-    const std::int64_t begin = detail::split_point(count, parts, index);
-    const std::int64_t end = detail::split_point(count, parts, index + 1);
-    if (begin < end) body(begin, end);
-  });
+  run_parts(
+      parts,
+      [&](int index) {
+        const std::int64_t begin = detail::split_point(count, parts, index);
+        const std::int64_t end = detail::split_point(count, parts, index + 1);
+        if (begin < end) body(begin, end);
+      },
+      sleeping);
 }
 
 }  // namespace runtime

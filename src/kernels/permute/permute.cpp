@@ -1451,14 +1451,20 @@ void run_lined_rows(const gather_tile& tile, const gather_rows& rows, std::int64
   }
 }
 
+// How a call's work is shared: at most `threads` parts, and whether sleeping workers are woken.
+struct work_split {
+  int threads = 1;
+  runtime::sleeping_workers sleeping = runtime::sleeping_workers::wake;
+};
+
 // parallel_for without the pool (and its std::function) when one thread does everything.
 template <class Body>
-void split_items(std::int64_t items, int threads, const Body& body) {
-  if (threads <= 1 || items <= 1) {
+void split_items(std::int64_t items, const work_split& split, const Body& body) {
+  if (split.threads <= 1 || items <= 1) {
     body(std::int64_t{0}, items);
     return;
   }
-  runtime::parallel_for(items, threads, body);
+  runtime::parallel_for(items, split.threads, body, split.sleeping);
 }
 
 // A staged plan whose calls fill more than half the buffer takes blocks of its outermost repeat
@@ -1475,7 +1481,7 @@ constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
 // per thread (a tensor of one block gave the second thread nothing to do).
 constexpr std::int64_t min_staged_items_per_thread = 4;
 
-void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, int threads,
+void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, const work_split& split,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
   const std::byte* const src_end = source_end(tile, src);
@@ -1496,7 +1502,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     outer.pop_back();
     const std::int64_t per_group = std::min(group.extent, staging_bytes / call_bytes);
     const std::int64_t groups = (group.extent + per_group - 1) / per_group;
-    split_items(outer_count / group.extent * groups, threads, [&](std::int64_t begin, std::int64_t end) {
+    split_items(outer_count / group.extent * groups, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(
           outer, groups, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
             const std::int64_t first = item * per_group;
@@ -1513,15 +1519,16 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
                                   (two_levels ? tile.repeat.inner.extent : 1);
   const std::int64_t by_size = staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1});
-  const std::int64_t by_threads =
-      threads > 1 ? split_axis.extent * outer_count / (min_staged_items_per_thread * threads) : split_axis.extent;
+  const std::int64_t by_threads = split.threads > 1
+                                      ? split_axis.extent * outer_count / (min_staged_items_per_thread * split.threads)
+                                      : split_axis.extent;
   const std::int64_t per_item = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
   const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
   // The blocks become the outermost axis, so the odometer walks them block-major.
   axis_list by_block;
   by_block.push_back({blocks, per_item * split_axis.src_stride, per_item * split_axis.dst_stride});
   for (const permute_axis& axis : plan.outer) by_block.push_back(axis);
-  split_items(blocks * outer_count, threads, [&](std::int64_t begin, std::int64_t end) {
+  split_items(blocks * outer_count, split, [&](std::int64_t begin, std::int64_t end) {
     std::int64_t item = begin;
     for_each_item(by_block, 1, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t) {
       const std::int64_t first = (item++ / outer_count) * per_item;
@@ -1537,7 +1544,9 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
-  const int threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads);
+  const work_split split{.threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads),
+                         .sleeping = plan.total_bytes < runtime::min_waking_bytes ? runtime::sleeping_workers::leave
+                                                                                  : runtime::sleeping_workers::wake};
   std::int64_t outer_count = 1;
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
@@ -1576,7 +1585,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t row_items = grouped      ? (group_axis.extent + per_item - 1) / per_item
                                    : split_rows ? tile.rows.extent
                                                 : (tile.rows.extent + per_item - 1) / per_item;
-    split_items(outer_count * row_items * items_per_row, threads, [&](std::int64_t begin, std::int64_t end) {
+    split_items(outer_count * row_items * items_per_row, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(outer, row_items * items_per_row, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
                       std::int64_t first_row = 0;  // along the rows axis
@@ -1619,7 +1628,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     return;
   }
   if (plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) {
-    run_staged_plan(plan, src, dst, threads, outer_count);
+    run_staged_plan(plan, src, dst, split, outer_count);
     return;
   }
   if (plan.shuffle) {
@@ -1648,7 +1657,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const bool off_lines = tile.repeat.streaming && !tile.interleave &&
                            reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
                            way_row_bytes < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
-    split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+    split_items(outer_count * items_per_outer, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
                       const std::int64_t first = run_items == 1 ? 0 : (item % run_items) * chunk;
@@ -1671,8 +1680,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   if (plan.outer.empty() && plan.row.extent == 1 && plan.col.extent == 1) {
     // The whole tensor is one contiguous run.
     const std::int64_t chunks = std::max<std::int64_t>(1, plan.total_bytes / bytes_per_work_item);
-    const std::int64_t parts = std::min<std::int64_t>(chunks, threads);
-    split_items(parts, threads, [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t parts = std::min<std::int64_t>(chunks, split.threads);
+    split_items(parts, split, [&](std::int64_t begin, std::int64_t end) {
       const std::int64_t first = detail::split_point(plan.total_bytes, parts, begin);
       const std::int64_t last = detail::split_point(plan.total_bytes, parts, end);
       std::memcpy(dst + first, src + first, static_cast<std::size_t>(last - first));
@@ -1698,7 +1707,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                          .dst_plane = plan.plane.dst_stride,
                          .dst_row = plan.row.dst_stride,
                          .dst_col = plan.col.dst_stride};
-  split_items(outer_count * items_per_outer, threads, [&](std::int64_t begin, std::int64_t end) {
+  split_items(outer_count * items_per_outer, split, [&](std::int64_t begin, std::int64_t end) {
     for_each_item(plan.outer, items_per_outer, begin, end,
                   [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
                     const std::int64_t first = item * per_item;
