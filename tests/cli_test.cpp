@@ -209,6 +209,25 @@ TEST_F(Cli, BenchTimesOutputsOffCacheLines) {
   }
 }
 
+// `bench` refuses, in one sentence and before timing anything, what it cannot run: a thread
+// count or a repetition count under 1, a size outside 1 KiB to 4 GiB, a filter no case matches.
+TEST_F(Cli, BenchRefusesWhatItCannotRun) {
+  const std::pair<const char*, const char*> refusals[] = {
+      {"--threads 1 0", "regrid bench: thread count 0 must be at least 1\n"},
+      {"--repetitions 0", "regrid bench: repetitions 0 must be at least 1\n"},
+      {"--sizes-kib 64 0", "regrid bench: size 0 KiB is not between 1 and 4194304 KiB\n"},
+      {"--sizes-kib 4194305", "regrid bench: size 4194305 KiB is not between 1 and 4194304 KiB\n"},
+      {"--filter no/such/case",
+       "regrid bench: no case of the grid matches filter 'no/such/case' at the sizes asked for\n"},
+  };
+  for (const auto& [arguments, message] : refusals) {
+    const run_result refused = run(std::string("bench --quick ") + arguments);
+    EXPECT_EQ(refused.status, 2) << arguments;
+    EXPECT_EQ(refused.err, message) << arguments;
+    EXPECT_EQ(refused.out, "") << arguments;
+  }
+}
+
 // `bench --vector-copy` times a copy by plain vector loads and stores beside memcpy and reports
 // the op's ratio to it on every line (GB/s and ratio, both positive) and in the summary.
 TEST_F(Cli, BenchReportsTheRatioToAVectorCopy) {

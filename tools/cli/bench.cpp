@@ -31,6 +31,8 @@ constexpr double beyond_cache_median = 0.9;
 constexpr std::int64_t beyond_cache_bytes = std::int64_t{256} << 20;
 // Cells at or above this ratio are counted.
 constexpr double near_memcpy_ratio = 0.9;
+// The largest tensor --sizes-kib takes (4 GiB: input, output and their copies must fit in memory).
+constexpr std::int64_t max_size_kib = std::int64_t{4} << 20;
 
 struct cell_result {
   std::string name;
@@ -113,12 +115,38 @@ int run_bench(const bench_request& request) {
                  static_cast<long long>(bench::max_grid_element_bytes));
     return exit_invalid;
   }
+  for (int threads : request.threads) {
+    if (threads < 1) {
+      std::fprintf(stderr, "regrid bench: thread count %d must be at least 1\n", threads);
+      return exit_invalid;
+    }
+  }
+  if (request.repetitions < 1) {
+    std::fprintf(stderr, "regrid bench: repetitions %d must be at least 1\n", request.repetitions);
+    return exit_invalid;
+  }
+  for (std::int64_t kib : request.sizes_kib) {
+    if (kib < 1 || kib > max_size_kib) {
+      std::fprintf(stderr, "regrid bench: size %lld KiB is not between 1 and %lld KiB\n", static_cast<long long>(kib),
+                   static_cast<long long>(max_size_kib));
+      return exit_invalid;
+    }
+  }
   bench::grid_options grid_options;
   grid_options.quick = request.quick;
   for (std::int64_t kib : request.sizes_kib) grid_options.sizes.push_back(kib << 10);
   std::vector<bench::space_depth_case> grid = bench::make_grid(grid_options);
   if (!request.filter.empty()) {
     std::erase_if(grid, [&](const auto& c) { return c.name().find(request.filter) == std::string::npos; });
+  }
+  if (grid.empty()) {
+    if (request.filter.empty()) {
+      std::fprintf(stderr, "regrid bench: no case of the grid exists at the sizes asked for\n");
+    } else {
+      std::fprintf(stderr, "regrid bench: no case of the grid matches filter '%s' at the sizes asked for\n",
+                   request.filter.c_str());
+    }
+    return exit_invalid;
   }
   const int all = std::max(1U, std::thread::hardware_concurrency());
   std::vector<int> thread_counts = request.threads.empty() ? std::vector<int>{1, all} : request.threads;
