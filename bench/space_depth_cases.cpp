@@ -207,9 +207,7 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   // below 64 KiB, where a hand-off costs more than it saves, and sleeping workers left be below
   // runtime::min_waking_bytes.
   const int copy_threads = bytes < (64U << 10) ? 1 : threads;
-  const runtime::sleeping_workers sleeping = static_cast<std::int64_t>(bytes) < runtime::min_waking_bytes
-                                                 ? runtime::sleeping_workers::leave
-                                                 : runtime::sleeping_workers::wake;
+  const runtime::sleeping_workers sleeping = runtime::sleeping_workers_for_bytes(static_cast<std::int64_t>(bytes));
   auto split = [&](auto copy_part) {
     runtime::parallel_for(
         static_cast<std::int64_t>(bytes), copy_threads,

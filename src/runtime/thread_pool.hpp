@@ -22,6 +22,11 @@ enum class sleeping_workers { wake, leave };
 /// Measured on a 2-vCPU Zen 5 VM.
 inline constexpr std::int64_t min_waking_bytes = std::int64_t{4} << 20;
 
+/// The policy for copying or permuting a tensor of `bytes`: leave under min_waking_bytes, else wake.
+[[nodiscard]] constexpr sleeping_workers sleeping_workers_for_bytes(std::int64_t bytes) {
+  return bytes < min_waking_bytes ? sleeping_workers::leave : sleeping_workers::wake;
+}
+
 /// Calls part(i) for i in [0, parts) concurrently, parts <= num_threads(), and returns when
 /// all have finished. Runs serially on the caller when parts == 1, when called from inside a
 /// part, while another thread is using the pool, or (`leave`) while a worker sleeps after a pause

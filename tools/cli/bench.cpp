@@ -42,7 +42,7 @@ struct cell_result {
   double op_rate = 0;  // GB/s
 };
 
-// min and median (the upper one, as the summary takes it) of `values`, sorted here.
+// min and median (the upper one) of `values`, sorted here.
 std::pair<double, double> min_and_median(std::vector<double>& values) {
   std::sort(values.begin(), values.end());
   return {values.front(), values[values.size() / 2]};
@@ -203,13 +203,12 @@ int run_bench(const bench_request& request) {
   std::printf("%-16s %3s %-8s %6s %6s %6s", "group", "thr", "sizes", "cases", "min", "median");
   std::printf(request.vector_copy ? " %6s %6s\n" : "\n", "vmin", "vmedian");
   for (auto& [key, values] : ratios) {
-    std::sort(values.begin(), values.end());
+    const auto [least, median] = min_and_median(values);
     std::printf("%-16s %3d %-8s %6zu %6.2f %6.2f", key.group.c_str(), key.threads, key.small ? "64KiB" : ">=1MiB",
-                values.size(), values.front(), values[values.size() / 2]);
+                values.size(), least, median);
     if (request.vector_copy) {
-      std::vector<double>& vector_values = vector_copy_ratios[key];
-      std::sort(vector_values.begin(), vector_values.end());
-      std::printf(" %6.2f %6.2f", vector_values.front(), vector_values[vector_values.size() / 2]);
+      const auto [vector_least, vector_median] = min_and_median(vector_copy_ratios[key]);
+      std::printf(" %6.2f %6.2f", vector_least, vector_median);
     }
     std::printf("\n");
   }

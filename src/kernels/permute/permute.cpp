@@ -1545,8 +1545,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
   const work_split split{.threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads),
-                         .sleeping = plan.total_bytes < runtime::min_waking_bytes ? runtime::sleeping_workers::leave
-                                                                                  : runtime::sleeping_workers::wake};
+                         .sleeping = runtime::sleeping_workers_for_bytes(plan.total_bytes)};
   std::int64_t outer_count = 1;
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
