@@ -762,7 +762,9 @@ TEST(PermuteRun, TransposesTakeTheSourceContiguousAxisWhereverItLies) {
 // untouched.
 bool tile_copy_matches(const tile_kernel& kernel, const tile_shape& t, std::int64_t width, std::int64_t misalign,
                        std::mt19937_64& rng) {
-  std::vector<std::byte> src(static_cast<std::size_t>(t.planes * t.src_plane));
+  // The source ends with the last run (strides are positive; the plane's need not be the largest).
+  std::vector<std::byte> src(static_cast<std::size_t>((t.planes - 1) * t.src_plane + (t.rows - 1) * t.src_row +
+                                                      (t.cols - 1) * t.src_col + width));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
   const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
@@ -814,42 +816,80 @@ TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsKeepTheVectorLoop) {
   }
 }
 
+// A tile that reads interleaved source streams (the kernel prefetches them): 2 x 20 x 3 runs of
+// `width` bytes whose columns lie 20 runs and 600 bytes apart and whose rows step by a run and 3
+// bytes (s2d NHWC DCR); or, `along_planes`, 20 x 2 x 3 runs whose planes step so and whose rows and
+// columns lie far apart (s2d channels-last K = 3 DCR).
+tile_shape interleaved_source_tile(std::int64_t width, bool along_planes, std::int64_t dst_col, std::int64_t dst_row,
+                                   std::int64_t dst_plane) {
+  const std::int64_t step = width + 3;
+  if (along_planes) {
+    return {.planes = 20,
+            .rows = 2,
+            .cols = 3,
+            .src_plane = step,
+            .src_row = 3 * (20 * step + 600),
+            .src_col = 20 * step + 600,
+            .dst_plane = dst_plane,
+            .dst_row = dst_row,
+            .dst_col = dst_col};
+  }
+  return {.planes = 2,
+          .rows = 20,
+          .cols = 3,
+          .src_plane = 3 * (20 * step + 600),
+          .src_row = step,
+          .src_col = 20 * step + 600,
+          .dst_plane = dst_plane,
+          .dst_row = dst_row,
+          .dst_col = dst_col};
+}
+
 // The streaming run copy that outputs larger than the cache take: straight through the kernel,
 // every start within a cache line (partial first and last lines), planes, rows and columns, with
 // the columns continuing the destination (and the rows continuing the columns, and the planes
 // the rows), the rows continuing it (the lines between runs joined from both runs' sources), or
-// neither.
+// neither; tiles of one source stream per row and tiles of interleaved ones (prefetched; runs of
+// 65-127 bytes stream only there, and take the ordinary copy in the others).
 TEST(PermuteRun, StreamingRunCopiesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(23);
-  for (std::int64_t width : {128, 129, 191, 200, 256, 1000, 4096}) {
+  for (std::int64_t width : {65, 72, 96, 127, 128, 129, 191, 200, 256, 1000, 4096}) {
     const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
-    ASSERT_STREQ(kernel.name, "copy_runs_streaming_avx512") << width;
-    // Destination strides (column, row, plane): padded except along the continuing axes.
+    ASSERT_STREQ(kernel.name, (width >= 128 ? "copy_runs_streaming_avx512" : "copy_short_runs_streaming_avx512"))
+        << width;
+    // Destination strides (column, row, plane) for `planes` x `rows` x `cols` runs: padded except
+    // along the continuing axes.
     struct destination {
       const char* continuing;
       std::int64_t col, row, plane;
     };
-    const std::int64_t padded_row = 5 * width + 7;
-    const std::int64_t padded_col = width + 5;
-    const destination destinations[] = {
-        {"columns", width, padded_row, 3 * padded_row + 64},
-        {"columns and rows", width, 5 * width, 15 * width + 64},
-        {"columns, rows and planes", width, 5 * width, 15 * width},
-        {"rows", 3 * width + 7, width, 5 * (3 * width + 7) + 64},
-        {"nothing", padded_col, 5 * padded_col + 7, 3 * (5 * padded_col + 7) + 64},
-    };
-    for (const destination& along : destinations) {
-      for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
-        const tile_shape t = padded_source_tile(width, along.col, along.row, along.plane);
-        ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
-            << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing;
+    for (const auto [planes, rows, cols] : {std::array<std::int64_t, 3>{2, 3, 5}, {2, 20, 3}, {20, 2, 3}}) {
+      const std::int64_t padded_row = cols * width + 7;
+      const std::int64_t padded_col = width + 5;
+      const destination destinations[] = {
+          {"columns", width, padded_row, rows * padded_row + 64},
+          {"columns and rows", width, cols * width, rows * cols * width + 64},
+          {"columns, rows and planes", width, cols * width, rows * cols * width},
+          {"rows", rows * width + 7, width, cols * (rows * width + 7) + 64},
+          {"nothing", padded_col, cols * padded_col + 7, rows * (cols * padded_col + 7) + 64},
+      };
+      for (const destination& along : destinations) {
+        const tile_shape t = rows == 3
+                                 ? padded_source_tile(width, along.col, along.row, along.plane)
+                                 : interleaved_source_tile(width, planes == 20, along.col, along.row, along.plane);
+        for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+          ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
+              << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing
+              << " tile: " << planes << " x " << rows << " x " << cols;
+        }
       }
     }
   }
-  // Shorter runs are mostly partial lines: they keep ordinary stores.
-  EXPECT_STRNE(run_tile_kernel_avx512(96, true).name, "copy_runs_streaming_avx512");
-  EXPECT_STRNE(run_tile_kernel_avx512(128, false).name, "copy_runs_streaming_avx512");
+  // Shorter runs are mostly partial lines: they keep ordinary stores; so does an output in the cache.
+  EXPECT_STREQ(run_tile_kernel_avx512(63, true).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(96, false).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(200, false).name, "copy_runs_avx512");
 }
 
 // The streaming copy of one-line (64-byte) runs: straight through the kernel, into destinations on
