@@ -380,8 +380,8 @@ void run_strip(const gather_program& program, const gather_rows& rows, const str
 // written back whenever it is evicted before it is whole. Such a strip is built in an L1 buffer
 // instead, its rows packed, and then written out in order with streaming stores. Same-run A/B on a
 // Zen 5 over the 140 gather cells of the grid, for the 118 whose period is over 64 bytes: op
-// throughput 1.06x / 1.05x at 256 MiB on one / two threads (1.17x / 0.91x at 16 MiB, where
-// streamed_gather_output_bytes now keeps them in place); the 22 of one chunk per period lost
+// throughput 1.06x / 1.05x at 256 MiB on one / two threads (1.17x / 0.91x at 16 MiB then, 1.18x /
+// 1.15x in a later A/B: see streamed_gather_output_bytes_on); the 22 of one chunk per period lost
 // (0.96x), their chunk-major walk being in order already. On an Emerald Rapids Xeon: 1.42x at
 // 256 MiB (the 31 s2d NHWC CRD gather cells), 0.85x at 16 MiB. The AVX2 gather lost so on the
 // Zen 5 (0.90x at 16 MiB).

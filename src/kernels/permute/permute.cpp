@@ -1564,7 +1564,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
     const bool prefetch = output_streams(plan);
     // Periods of one chunk are written in order as they are built (see run_strip_streamed).
-    const bool stream = prefetch && plan.total_bytes >= streamed_gather_output_bytes && period > 64;
+    const bool stream =
+        prefetch && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind()) && period > 64;
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "core/fixed_vector.hpp"
+#include "kernels/stream_store.hpp"
 #include "regrid/runtime.hpp"
 #include "regrid/tensor.hpp"
+#include "runtime/cpu_features.hpp"
 
 namespace regrid::kernels {
 
@@ -226,11 +228,21 @@ struct gather_rows {
   std::int64_t group_dst_stride = 0;
 };
 /// The smallest output whose gather strips stream (gather_rows::stream): well past the last-level
-/// cache, unlike streaming_output_bytes. Measured on a Zen 5 (32 MiB L3), the 118 such gather cells
-/// of 16 MiB ran 1.17x faster streamed on one thread but 0.91x on two; on an Emerald Rapids Xeon
-/// 0.85x. At 256 MiB streaming won everywhere it was measured: 1.06x / 1.05x (Zen 5, one / two
-/// threads), 1.42x (Emerald Rapids, one thread).
+/// cache, unlike streaming_output_bytes. On an Emerald Rapids Xeon (300 MiB L3) the gather cells of
+/// 16 MiB ran 0.85x streamed; at 256 MiB streaming won everywhere it was measured: 1.06x / 1.05x
+/// (Zen 5, one / two threads), 1.42x (Emerald Rapids, one thread).
 inline constexpr std::int64_t streamed_gather_output_bytes = std::int64_t{64} << 20;
+/// ... on CPUs of `cores`: a Zen 5 (32 MiB L3 per core complex) streams from streaming_output_bytes
+/// on. Same-run A/B there, every 16 MiB gather cell of the grid (140), two alternations: 1.18x /
+/// 1.15x on one / two threads (median 0.43 -> 0.53 and 0.46 -> 0.55 of memcpy over the 91 of
+/// s2d NHWC and channels-last K = 3 CRD, d2s NHWC CRD and s2d NHWC DCR of bytes; 1.13x / 1.10x over
+/// the other 49), 12 cells losing 0.7-0.9x (d2s channels-last K = 3 CRD of 2-byte elements, some
+/// two-thread d2s NHWC CRD). An earlier A/B there had two threads at 0.91x (hence 64 MiB on every
+/// CPU until then); this one did not reproduce it.
+[[nodiscard]] inline std::int64_t streamed_gather_output_bytes_on(runtime::core_kind cores) {
+  return cores == runtime::core_kind::amd_zen5 ? static_cast<std::int64_t>(streaming_output_bytes)
+                                               : streamed_gather_output_bytes;
+}
 /// Writes the rows from dst on, reading src; never reads at or past src_end.
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
                            const std::byte* src_end);
