@@ -767,7 +767,10 @@ bool tile_copy_matches(const tile_kernel& kernel, const tile_shape& t, std::int6
                                                       (t.cols - 1) * t.src_col + width));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   // 64-byte aligned storage, so that `misalign` is the offset within a cache line.
-  const std::size_t span = static_cast<std::size_t>(t.planes * t.dst_plane + 128);
+  const std::size_t span = static_cast<std::size_t>(
+      std::max(t.planes * t.dst_plane,
+               (t.planes - 1) * t.dst_plane + (t.rows - 1) * t.dst_row + (t.cols - 1) * t.dst_col + width) +
+      128);
   std::vector<std::byte> expected(span + 64, std::byte{0x5A});
   std::vector<std::byte> actual(span + 64, std::byte{0x5A});
   std::byte* expected_at = line_start(expected) + misalign;
@@ -882,6 +885,31 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
           ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
               << "width=" << width << " misalign=" << misalign << " continuing: " << along.continuing
               << " tile: " << planes << " x " << rows << " x " << cols;
+        }
+      }
+    }
+  }
+  // Runs of 65-127 bytes from one source stream (each pixel's runs in turn, d2s NHWC) whose rows
+  // continue each column's destination for 4 KiB or more stream too (columns of 16 KiB here);
+  // shorter columns (20 rows, under 2.6 KiB) do not.
+  for (std::int64_t width : {65, 72, 96, 127}) {
+    const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
+    for (std::int64_t rows : {16 * 1024 / width + 1, std::int64_t{20}}) {
+      for (std::int64_t column_padding : {0, 7}) {
+        const std::int64_t dst_col = rows * width + column_padding;
+        const tile_shape t{.planes = 1,
+                           .rows = rows,
+                           .cols = 3,
+                           .src_plane = 0,
+                           .src_row = 3 * width + 5,
+                           .src_col = width,
+                           .dst_plane = 0,
+                           .dst_row = width,
+                           .dst_col = dst_col};
+        for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+          ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
+              << "width=" << width << " rows=" << rows << " column padding=" << column_padding
+              << " misalign=" << misalign;
         }
       }
     }

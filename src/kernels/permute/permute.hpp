@@ -61,7 +61,8 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// Vector tile kernels for runs of any width (the element is a contiguous run, not a number).
 /// `streaming`: the output is larger than the cache; the avx512 kernel then writes the whole
 /// cache lines of runs of 128 bytes or more with non-temporal stores, and those of runs of 65-127
-/// bytes in tiles that read several source streams in turn (which it also prefetches).
+/// bytes in tiles that read several source streams in turn (which it also prefetches) or whose
+/// rows continue long destination columns.
 tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming) noexcept;
 tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
 
