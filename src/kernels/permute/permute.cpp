@@ -576,16 +576,19 @@ std::int64_t staged_call_bytes(const permute_plan& plan) {
 }
 
 // Where the plan moves a few bytes at a time: staged shuffles of calls under 256 bytes (the tiny
-// 3-D tensors of CL-K3 and CF-K3 CRD: 3 x 3 x 3 runs of 3-8 ways), and, for a single-block gather,
-// tiles of elements under 8 bytes. There even 5-8 permute steps per chunk win: same-run A/B of
-// the 31 grid cells where a gather of 5-8 steps replaces them (each alone, twice): 1.94x at 64 KiB,
-// 2.20x at 1 MiB, 3.01x at 16 MiB, none slower (s2d CL-K3 CRD b3 C3 uint8: 0.02 -> 0.07 of memcpy
-// at 64 KiB, 0.03 -> 0.12 at 1 MiB). Staged calls of 432 bytes or more, measured the same way,
-// lost (0.32-0.9x on 14 of 19 cells).
-bool moves_tiny_pieces(const permute_plan& plan, bool single_block) {
+// 3-D tensors of CL-K3 and CF-K3 CRD: 3 x 3 x 3 runs of 3-8 ways), and tiles of elements under 8
+// bytes (a call per run). There even 5-8 permute steps per chunk win: same-run A/B of the 31 grid
+// cells where a single-block gather of 5-8 steps replaces them (each alone, twice): 1.94x at
+// 64 KiB, 2.20x at 1 MiB, 3.01x at 16 MiB, none slower (s2d CL-K3 CRD b3 C3 uint8: 0.02 -> 0.07 of
+// memcpy at 64 KiB, 0.03 -> 0.12 at 1 MiB); and the 8 where a periodic one of 5 steps replaces
+// copies of 3- and 6-byte runs (s2d CL-K3 b3 C1 of 1- and 2-byte elements at 16 and 256 MiB, a
+// Zen 5, two alternations): ratio to memcpy 0.16 -> 0.23-0.26 for bytes (op 1.4-1.6x), 0.22-0.29
+// -> 0.26-0.35 for 2-byte elements (1.03-1.27x on one thread), on two threads too. Staged calls of
+// 432 bytes or more, measured the same way, lost (0.32-0.9x on 14 of 19 cells).
+bool moves_tiny_pieces(const permute_plan& plan) {
   const std::int64_t call_bytes = staged_call_bytes(plan);
   if (call_bytes > 0) return call_bytes < tiny_staged_call_bytes;
-  return single_block && !plan.shuffle && plan.width < 8;
+  return !plan.shuffle && plan.width < 8;
 }
 
 // Estimated cycles per output byte of a gather row: per full chunk a store and about two cycles
@@ -701,7 +704,7 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (row_bytes < min_gather_row_bytes) return false;
-  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, false);
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
@@ -745,7 +748,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
 bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (block_bytes < min_gather_block_bytes) return false;
-  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, true);
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
