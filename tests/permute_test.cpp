@@ -2108,10 +2108,21 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_EQ(kernel_name(plan_permute(sixteen_long, 1)), "interleave16_x8_avx512")
       << describe(plan_permute(sixteen_long, 1));
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
-  // Run copies of 24-byte elements (s2d NHWC DCR b2 C3 float32) gather; 32-byte ones (C4) do not.
+  // Run copies of 24-byte elements (s2d NHWC DCR b2 C3 float32) gather only where the gather
+  // streams into an output the last-level cache could hold (17 MiB planned as for a Zen 5), not in
+  // the cache (64 KiB), not where a Zen 4 would not stream the gather, and not past 64 MiB;
+  // 32-byte ones (C4) do not gather.
   const auto rgb_pairs = packed_transpose({37, 2, 37, 2, 3}, {0, 2, 1, 3, 4}, 4);
+  const auto cache_sized_rgb_pairs = packed_transpose({600, 2, 600, 2, 3}, {0, 2, 1, 3, 4}, 4);
+  const auto large_rgb_pairs = packed_transpose({1500, 2, 1500, 2, 3}, {0, 2, 1, 3, 4}, 4);
   const auto rgba_pairs = packed_transpose({37, 2, 37, 2, 4}, {0, 2, 1, 3, 4}, 4);
-  EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "gather_avx512vbmi") << describe(plan_permute(rgb_pairs, 4));
+  EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "copy_runs_avx512") << describe(plan_permute(rgb_pairs, 4));
+  EXPECT_FALSE(plan_permute(cache_sized_rgb_pairs, 4).gather) << describe(plan_permute(cache_sized_rgb_pairs, 4));
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  EXPECT_EQ(kernel_name(plan_permute(cache_sized_rgb_pairs, 4)), "gather_avx512vbmi")
+      << describe(plan_permute(cache_sized_rgb_pairs, 4));
+  EXPECT_FALSE(plan_permute(large_rgb_pairs, 4).gather) << describe(plan_permute(large_rgb_pairs, 4));
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
   EXPECT_FALSE(plan_permute(rgba_pairs, 4).gather) << describe(plan_permute(rgba_pairs, 4));
   // Tiny 3-D tensors: staged calls of 81 bytes (s2d channels-last CRD b3 C3, 27 x 27 x 27) take a
   // gather of 5 steps per chunk; calls of 1000 bytes (s2d channels-first DCR b8 C1, 40 x 40 x 40)
