@@ -2133,6 +2133,15 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   ASSERT_TRUE(tiny_plan.gather) << describe(tiny_plan);
   EXPECT_GT(tiny_plan.gather->program->steps_per_chunk(), 4.0) << describe(tiny_plan);
   EXPECT_FALSE(plan_permute(longer_calls, 1).gather) << describe(plan_permute(longer_calls, 1));
+  // d2s NHWC CRD b8 C3 of bytes: staged calls of 192 bytes, a gather of over 5 steps per chunk only
+  // where the output streams (16 MiB), not in the cache (64 KiB).
+  const auto cached_calls = packed_transpose({18, 18, 3, 8, 8}, {0, 3, 1, 4, 2}, 1);
+  const auto streamed_calls = packed_transpose({296, 296, 3, 8, 8}, {0, 3, 1, 4, 2}, 1);
+  EXPECT_EQ(kernel_name(plan_permute(cached_calls, 1)), "interleave3_x8_avx512vbmi")
+      << describe(plan_permute(cached_calls, 1));
+  const permute_plan streamed_plan = plan_permute(streamed_calls, 1);
+  ASSERT_TRUE(streamed_plan.gather) << describe(streamed_plan);
+  EXPECT_GT(streamed_plan.gather->program->steps_per_chunk(), 5.2) << describe(streamed_plan);
   const auto short_rows =
       packed_transpose({3, 3, 64, 11, 11}, {2, 3, 0, 4, 1}, 1);  // d2s [576, 11, 11] -> [64, 33, 33]
   EXPECT_EQ(kernel_name(plan_permute(short_rows, 1)), "interleave3_x8_avx512vbmi")

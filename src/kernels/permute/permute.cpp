@@ -561,9 +561,11 @@ constexpr std::int64_t min_gather_row_bytes = 256;
 // The smallest block block_gather_beats accepts: a whole chunk.
 constexpr std::int64_t min_gather_block_bytes = 64;
 // Permute steps per chunk a gather may take: four, and eight where the plan moves runs of a few
-// bytes per call or per element (tiny_moves).
+// bytes per call or per element (moves_tiny_pieces), 5.2 of those over a staged shuffle whose
+// output stays in the cache.
 constexpr double max_gather_steps = 4;
 constexpr double max_gather_steps_for_tiny_moves = 8;
+constexpr double max_gather_steps_over_cached_staging = 5.2;
 // Staged shuffle calls under this many bytes are all overhead (see gather_beats).
 constexpr std::int64_t tiny_staged_call_bytes = 256;
 
@@ -584,10 +586,21 @@ std::int64_t staged_call_bytes(const permute_plan& plan) {
 // copies of 3- and 6-byte runs (s2d CL-K3 b3 C1 of 1- and 2-byte elements at 16 and 256 MiB, a
 // Zen 5, two alternations): ratio to memcpy 0.16 -> 0.23-0.26 for bytes (op 1.4-1.6x), 0.22-0.29
 // -> 0.26-0.35 for 2-byte elements (1.03-1.27x on one thread), on two threads too. Staged calls of
-// 432 bytes or more, measured the same way, lost (0.32-0.9x on 14 of 19 cells).
-bool moves_tiny_pieces(const permute_plan& plan) {
+// 432 bytes or more, measured the same way, lost (0.32-0.9x on 14 of 19 cells). Since the staged
+// shuffles grouped their small calls, the longest such gathers lose to them in the cache: same-run
+// A/B on a Zen 5, two alternations, staged against gather, the grid cells of over 5 steps (d2s NHWC
+// CRD b8 C3 and s2d channels-last K = 3 CRD b4 C3 of bytes, 5.25-5.33 and 8 steps): 2.7x and 2.2x
+// at 64 KiB, 2.4x and 1.7x at 1 MiB, 0.76-1.03x and 0.60-0.75x at 16 MiB (where the gather
+// streams); those of 5-5.11 steps in the cache went both ways (0.46-1.37x over 9 cells). The
+// binaries before and after, the 4 cells whose plan changed, 1 / 2 threads: 0.10 -> 0.26 / 0.27 and
+// 0.06 -> 0.14 / 0.19-0.22 of memcpy at 64 KiB, 0.21-0.22 -> 0.58-0.59 / 0.15-0.19 -> 0.32-0.36 and
+// 0.16 -> 0.28-0.29 / 0.12 -> 0.18-0.20 at 1 MiB.
+bool moves_tiny_pieces(const permute_plan& plan, double steps) {
   const std::int64_t call_bytes = staged_call_bytes(plan);
-  if (call_bytes > 0) return call_bytes < tiny_staged_call_bytes;
+  if (call_bytes > 0) {
+    return call_bytes < tiny_staged_call_bytes &&
+           (steps <= max_gather_steps_over_cached_staging || output_streams(plan));
+  }
   return !plan.shuffle && plan.width < 8;
 }
 
@@ -704,7 +717,7 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (row_bytes < min_gather_row_bytes) return false;
-  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan);
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, steps);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
@@ -758,7 +771,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
 bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (block_bytes < min_gather_block_bytes) return false;
-  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan);
+  if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, steps);
   if (plan.shuffle) {
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
