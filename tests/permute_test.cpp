@@ -1150,7 +1150,7 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
 // On Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where they would
 // stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_zen5
 // lists and pieces of 8 bytes or more per way, and the AVX2 plan for unstaged 3- and 9-way
-// shuffles of 8-byte lanes.
+// shuffles of 8-byte lanes, also where a VBMI gather would replace the shuffle.
 TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(47);
@@ -1201,7 +1201,20 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   expect_matches_naive_on_one_and_two_threads(three_ways, zen5_three_ways, 8, rng);
   const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
   EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
+  // 9-way de-interleaves of 8-byte lanes (d2s NHWC CRD b3 C4, [16, 16, 36] -> [48, 48, 4]) take the
+  // AVX2 plan on a Zen 5 where a VBMI gather would replace the shuffle on a Zen 4.
+  const auto nine_ways = packed_transpose({16, 16, 4, 3, 3}, {0, 3, 1, 4, 2}, 8);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_nine_ways = plan_permute(nine_ways, 8);
+  set_max_isa(detected_isa());
+  const permute_plan zen5_nine_ways = plan_permute(nine_ways, 8);
+  EXPECT_EQ(describe(zen5_nine_ways), describe(avx2_nine_ways));
+  EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
+  expect_matches_naive_on_one_and_two_threads(nine_ways, zen5_nine_ways, 8, rng);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  if (detected_isa() >= isa::avx512vbmi) {
+    EXPECT_EQ(kernel_name(plan_permute(nine_ways, 8)), "gather_avx512vbmi") << describe(plan_permute(nine_ways, 8));
+  }
   set_max_isa(isa::avx512vbmi);
 }
 

@@ -872,10 +872,19 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
 // VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
+bool loses_to_avx2_on_zen5(const permute_plan& plan);
+
 void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t width) {
   const isa level = planning_isa();
   if (level != isa::avx512vbmi && level != isa::avx2) return;
   const bool vbmi = level == isa::avx512vbmi;
+  // A shuffle that loses to the AVX2 level's plan on a Zen 5 stays, for plan_permute to replace
+  // with that plan: where a VBMI gather would beat the shuffle (9-way ones of 8-byte lanes, 2-3
+  // steps per chunk), the AVX2 shuffle beats the gather too. Same-run A/B on a Zen 5, the 6 grid
+  // cells this changes (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB
+  // and 1 MiB), six alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over
+  // all).
+  if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && loses_to_avx2_on_zen5(plan)) return;
   auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
     return vbmi ? gather_beats(plan, steps, row_bytes) : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
   };
