@@ -1150,7 +1150,8 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
 // On Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where they would
 // stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_zen5
 // lists and pieces of 8 bytes or more per way, and the AVX2 plan for unstaged 3- and 9-way
-// shuffles of 8-byte lanes, also where a VBMI gather would replace the shuffle.
+// shuffles of 8-byte lanes, also where a VBMI gather would replace the shuffle, and the AVX2
+// level's in-place 2-way interleaves where the staged ones' output streams.
 TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(47);
@@ -1211,7 +1212,19 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   EXPECT_EQ(describe(zen5_nine_ways), describe(avx2_nine_ways));
   EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
   expect_matches_naive_on_one_and_two_threads(nine_ways, zen5_nine_ways, 8, rng);
+  // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
+  // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
+  const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_pairs = plan_permute(streamed_pairs, 1);
+  set_max_isa(detected_isa());
+  const permute_plan zen5_pairs = plan_permute(streamed_pairs, 1);
+  EXPECT_EQ(describe(zen5_pairs), describe(avx2_pairs));
+  EXPECT_EQ(kernel_name(zen5_pairs), "interleave2_x8_avx2") << describe(zen5_pairs);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  const permute_plan zen4_pairs = plan_permute(streamed_pairs, 1);
+  ASSERT_TRUE(zen4_pairs.shuffle) << describe(zen4_pairs);
+  EXPECT_NE(zen4_pairs.shuffle->segment_copy.copy, nullptr) << describe(zen4_pairs);
   if (detected_isa() >= isa::avx512vbmi) {
     EXPECT_EQ(kernel_name(plan_permute(nine_ways, 8)), "gather_avx512vbmi") << describe(plan_permute(nine_ways, 8));
   }

@@ -1078,6 +1078,19 @@ bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
   return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
 }
 
+// Staged 2-way AVX-512 interleaves whose output streams lose on Zen 5 to the AVX2 level's plan
+// where that plan interleaves in place, unstaged and unsegmented (it takes both halves of each
+// output row into one call, whose rows then stream whole; the staged one writes every other row).
+// Measured on a Zen 5 (family 1Ah, 2 vCPUs), same binary, two alternations: the 14 grid cells of
+// 16 MiB this changes (d2s channels-first K = 3 DCR and CRD b2 of 1-, 2- and 4-byte elements),
+// 1.36x / 1.44x on one / two threads (10 cells 1.1-2.1x, d2s CF-K3 DCR b2 C4 and C16 of bytes
+// 0.77-1.0x); at 256 MiB only C64 of bytes changes, CRD 1.61-1.69x, DCR 0.70-0.79x. The same
+// A/B for 4 ways went both ways (0.57-1.60x over 10 cells) and is left out.
+bool stages_where_avx2_direct_wins_on_zen5(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
+         plan.shuffle->interleave && plan.shuffle->offsets.size() == 2 && output_streams(plan);
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -1125,6 +1138,12 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
                (zen5 && stages_where_avx2_segments_win_on_zen5(plan))) {
       permute_plan avx2_plan = plan_as_avx2();
       if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
+    }
+    if (zen5 && stages_where_avx2_direct_wins_on_zen5(plan)) {
+      permute_plan avx2_plan = plan_as_avx2();
+      const bool direct = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy == nullptr &&
+                          avx2_plan.shuffle->segmented == nullptr;
+      if (direct) plan = std::move(avx2_plan);
     }
   }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
