@@ -1190,36 +1190,32 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
       }
     }
   }
+  // The plan made as for a Zen 5 at the detected level, checked to be the AVX2 level's plan.
+  auto zen5_plan_is_avx2 = [](const std::vector<permute_axis>& axes, std::size_t width) {
+    set_max_isa(isa::avx2);
+    const permute_plan avx2 = plan_permute(axes, width);
+    set_max_isa(detected_isa());
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+    permute_plan zen5 = plan_permute(axes, width);
+    EXPECT_EQ(describe(zen5), describe(avx2));
+    return zen5;
+  };
   // Unstaged 3-way interleaves of 8-byte lanes (d2s channels-first CRD b3 C1, [9, 40, 64] ->
   // [120, 192]) take the AVX2 plan too (loses_to_avx2_on_zen5); those of 4-byte lanes keep theirs.
   const auto three_ways = packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8);
-  set_max_isa(isa::avx2);
-  const permute_plan avx2_three_ways = plan_permute(three_ways, 8);
-  set_max_isa(detected_isa());
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
-  const permute_plan zen5_three_ways = plan_permute(three_ways, 8);
-  EXPECT_EQ(describe(zen5_three_ways), describe(avx2_three_ways));
-  expect_matches_naive_on_one_and_two_threads(three_ways, zen5_three_ways, 8, rng);
+  expect_matches_naive_on_one_and_two_threads(three_ways, zen5_plan_is_avx2(three_ways, 8), 8, rng);
   const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
   EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
   // 9-way de-interleaves of 8-byte lanes (d2s NHWC CRD b3 C4, [16, 16, 36] -> [48, 48, 4]) take the
   // AVX2 plan on a Zen 5 where a VBMI gather would replace the shuffle on a Zen 4.
   const auto nine_ways = packed_transpose({16, 16, 4, 3, 3}, {0, 3, 1, 4, 2}, 8);
-  set_max_isa(isa::avx2);
-  const permute_plan avx2_nine_ways = plan_permute(nine_ways, 8);
-  set_max_isa(detected_isa());
-  const permute_plan zen5_nine_ways = plan_permute(nine_ways, 8);
-  EXPECT_EQ(describe(zen5_nine_ways), describe(avx2_nine_ways));
+  const permute_plan zen5_nine_ways = zen5_plan_is_avx2(nine_ways, 8);
   EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
   expect_matches_naive_on_one_and_two_threads(nine_ways, zen5_nine_ways, 8, rng);
   // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
   // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
   const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);
-  set_max_isa(isa::avx2);
-  const permute_plan avx2_pairs = plan_permute(streamed_pairs, 1);
-  set_max_isa(detected_isa());
-  const permute_plan zen5_pairs = plan_permute(streamed_pairs, 1);
-  EXPECT_EQ(describe(zen5_pairs), describe(avx2_pairs));
+  const permute_plan zen5_pairs = zen5_plan_is_avx2(streamed_pairs, 1);
   EXPECT_EQ(kernel_name(zen5_pairs), "interleave2_x8_avx2") << describe(zen5_pairs);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
   const permute_plan zen4_pairs = plan_permute(streamed_pairs, 1);
