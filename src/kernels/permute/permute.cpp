@@ -741,17 +741,17 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
   }
   if (plan.width < 16) return steps <= 3;
-  // Run copies of 24- and 48-byte elements (whole vectors and a masked part each) lose to gathers of
-  // up to two steps only where the gather streams its strips into an output the last-level cache
-  // could still hold (streamed_gather_output_bytes_on; a Zen 5's 12 MiB up to 64 MiB): same-run A/B
-  // on a Zen 5, the 35 grid families where the gather replaces them, two alternations, run copy
-  // against gather: 1.35x / 1.34x at 64 KiB on one / two threads, 1.19x / 1.02x at 1 MiB, 0.77x /
-  // 0.98x at 16 MiB, 1.09x / 1.03x at 256 MiB; the binaries before and after, on the 84 cells whose
-  // plan changed: 1.35x / 1.33x at 64 KiB, 1.28x / 1.11x at 1 MiB, 1.10x / 1.09x at 256 MiB (on one
-  // thread 12 cells 1.2-1.5x, mostly b3-b8, and 5 0.65-0.89x, the worst s2d b2 C3 of 4- and 8-byte
-  // elements at 0.65-0.79x). (Measured against the run copies of 2026-11-21, the gathers
-  // won at every size up to 16 MiB.) 16- and 32-byte elements (whole vectors) and 36-byte ones lost
-  // to the gather at every size measured then (0.48-0.92x).
+  // Run copies of 24- and 48-byte elements (two overlapping 16- or 32-byte pieces each) lose to
+  // gathers of up to two steps only where the gather streams its strips into an output the
+  // last-level cache could still hold (streamed_gather_output_bytes_on; a Zen 5's 12 MiB up to 64
+  // MiB): same-run A/B on a Zen 5, the 35 grid families where the gather replaces them, two
+  // alternations, run copy against gather: 1.35x / 1.34x at 64 KiB on one / two threads, 1.19x /
+  // 1.02x at 1 MiB, 0.77x / 0.98x at 16 MiB, 1.09x / 1.03x at 256 MiB; the binaries before and
+  // after, on the 84 cells whose plan changed: 1.35x / 1.33x at 64 KiB, 1.28x / 1.11x at 1 MiB,
+  // 1.10x / 1.09x at 256 MiB (on one thread 12 cells 1.2-1.5x, mostly b3-b8, and 5 0.65-0.89x, the
+  // worst s2d b2 C3 of 4- and 8-byte elements at 0.65-0.79x). (Measured against the run copies of
+  // 2026-11-21, the gathers won at every size up to 16 MiB.) 16- and 32-byte elements (whole
+  // vectors) and 36-byte ones lost to the gather at every size measured then (0.48-0.92x).
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
   const bool streamed_into_cache_sized_output =
       output_streams(plan) && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind()) &&
@@ -869,11 +869,11 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
   return plan.width < 8 && !single_block && steps <= 3;
 }
 
+bool loses_to_avx2_on_zen5(const permute_plan& plan);  // below, with the other per-core rules
+
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
 // VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
-bool loses_to_avx2_on_zen5(const permute_plan& plan);
-
 void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t width) {
   const isa level = planning_isa();
   if (level != isa::avx512vbmi && level != isa::avx2) return;
