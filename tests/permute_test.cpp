@@ -1212,6 +1212,12 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   const permute_plan zen5_nine_ways = zen5_plan_is_avx2(nine_ways, 8);
   EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
   expect_matches_naive_on_one_and_two_threads(nine_ways, zen5_nine_ways, 8, rng);
+  // So do 8-way de-interleaves of 8-byte lanes in runs of 4 elements (d2s channels-last K = 3 CRD b2
+  // C4, [6, 6, 6, 32] -> [12, 12, 12, 4]).
+  const auto eight_ways = packed_transpose({6, 6, 6, 4, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 8);
+  const permute_plan zen5_eight_ways = zen5_plan_is_avx2(eight_ways, 8);
+  EXPECT_EQ(kernel_name(zen5_eight_ways), "deinterleave8_x64_avx2") << describe(zen5_eight_ways);
+  expect_matches_naive_on_one_and_two_threads(eight_ways, zen5_eight_ways, 8, rng);
   // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
   // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
   const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);

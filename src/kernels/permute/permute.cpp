@@ -880,7 +880,8 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   const bool vbmi = level == isa::avx512vbmi;
   // A shuffle that loses to the AVX2 level's plan on a Zen 5 stays, for plan_permute to replace
   // with that plan: where a VBMI gather would beat the shuffle (9-way ones of 8-byte lanes, 2-3
-  // steps per chunk), the AVX2 shuffle beats the gather too. Same-run A/B on a Zen 5, the 6 grid
+  // steps per chunk; 8-way de-interleaves of them, see loses_to_avx2_on_zen5), the AVX2 shuffle
+  // beats the gather too. Same-run A/B on a Zen 5, the 6 grid
   // cells this changes (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB
   // and 1 MiB), six alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over
   // all).
@@ -1046,11 +1047,18 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // five rounds: 3 ways 1.09x / 1.05x at 64 KiB / 1 MiB (34 / 46 cells, the least 0.94x), 9 ways
 // 1.43x / 1.23x (6 / 4 cells) on one thread; both 1.10x / 1.07x on two. The same A/B lost where
 // the output streams (0.75x over 62 cells at 16 MiB, down to 0.39x) and on staged ones (0.93-0.99x).
+// Also 8-way de-interleaves of 8-byte lanes in runs of 4 elements, one AVX2 vector per way (half a
+// vector for AVX-512), which a VBMI gather replaced (see prefer_gather): same-run A/B on a Zen 5,
+// the 3 grid cells this changes (d2s channels-last K = 3 CRD b2 C4 at 64 KiB and 1 MiB, d2s
+// channels-first K = 3 CRD b4 C16 at 64 KiB, of 8-byte elements), four alternations: 1.36-1.83x on
+// one thread, 1.02-1.67x on two (0.26-0.44 -> 0.37-0.80 of memcpy). Such runs of 16 elements stay
+// AVX-512 (its 8-way kernel beat the AVX2 one there, 0.54-0.85x).
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
   if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
   const std::size_t ways = shuffle->offsets.size();
-  return plan.width == 8 && (ways == 3 || ways == 9);
+  const bool vector_per_way = ways == 8 && !shuffle->interleave && shuffle->run.extent == 4;
+  return plan.width == 8 && (ways == 3 || ways == 9 || vector_per_way);
 }
 
 // Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
