@@ -210,6 +210,12 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
 // streaming stores (kernels/stream_store.hpp).
 bool output_streams(const permute_plan& plan) { return plan.streams; }
 
+// Whether a VBMI gather of this plan's size builds its strips in an L1 buffer and streams them out
+// (gather_rows::stream, which periods of one chunk skip: see run_permute).
+bool gather_strips_stream(const permute_plan& plan) {
+  return output_streams(plan) && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind());
+}
+
 // Whether a tile reads its source a line after another in stretches: one of its axes steps by a
 // line, and its lines reach the tile's next longer source stride (or there is none), leaving no
 // gap within the stretch for another call to read.
@@ -754,8 +760,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
   // vectors) and 36-byte ones lost to the gather at every size measured then (0.48-0.92x).
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
   const bool streamed_into_cache_sized_output =
-      output_streams(plan) && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind()) &&
-      plan.total_bytes < streamed_gather_output_bytes;
+      gather_strips_stream(plan) && plan.total_bytes < streamed_gather_output_bytes;
   return words_not_power_of_two && plan.width < 64 && steps <= 2 && streamed_into_cache_sized_output;
 }
 
@@ -1142,16 +1147,18 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     const bool zen5 = cores == runtime::core_kind::amd_zen5;
     if ((intel && loses_to_avx2_on_intel(plan)) || (zen5 && loses_to_avx2_on_zen5(plan))) {
       plan = plan_as_avx2();
-    } else if ((intel && stages_where_avx2_segments_win_on_intel(plan)) ||
-               (zen5 && stages_where_avx2_segments_win_on_zen5(plan))) {
-      permute_plan avx2_plan = plan_as_avx2();
-      if (avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr) plan = std::move(avx2_plan);
-    }
-    if (zen5 && stages_where_avx2_direct_wins_on_zen5(plan)) {
-      permute_plan avx2_plan = plan_as_avx2();
-      const bool direct = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy == nullptr &&
-                          avx2_plan.shuffle->segmented == nullptr;
-      if (direct) plan = std::move(avx2_plan);
+    } else {
+      // Staged AVX-512 shuffles whose AVX2 plan, made once, walks the segments in place or
+      // interleaves unstaged.
+      const bool segments_win = (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+                                (zen5 && stages_where_avx2_segments_win_on_zen5(plan));
+      const bool direct_wins = zen5 && stages_where_avx2_direct_wins_on_zen5(plan);
+      if (segments_win || direct_wins) {
+        permute_plan avx2_plan = plan_as_avx2();
+        const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;
+        const bool direct = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy == nullptr && !segmented;
+        if ((segments_win && segmented) || (direct_wins && direct)) plan = std::move(avx2_plan);
+      }
     }
   }
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
@@ -1626,8 +1633,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
     const bool prefetch = output_streams(plan);
     // Periods of one chunk are written in order as they are built (see run_strip_streamed).
-    const bool stream =
-        prefetch && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind()) && period > 64;
+    const bool stream = gather_strips_stream(plan) && period > 64;
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
