@@ -2115,6 +2115,36 @@ TEST_P(GatherAtIsa, SingleBlockProgramsMatchNaiveCopy) {
       plan_permute(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1).gather->program->single_block);
 }
 
+// Rows too long to be a block of their own (d2s NHWC b3 C1, 1365 pixels: rows of 4,095 bytes) take
+// a periodic gather whose block is one element, continued along the row, for elements of 3, 6 and
+// 12 bytes (bytes, 2- and 4-byte values); 24-byte elements keep their plan. Against the element
+// loop, and at 12.6 MB, where the output streams. There, of elements over 3 bytes, only tiles
+// writing several destination streams give way (d2s NHWC DCR b3 C4 of bytes at 16.8 MB, its tile
+// walking the 3 output rows innermost); a tile continuing the destination keeps its copy (C3).
+TEST_F(PermuteGather, LoneElementBlocksWhereRowsOutgrowAPeriod) {
+  std::mt19937_64 rng(29);
+  for (std::int64_t width : {1, 2, 4, 8}) {
+    const auto axes = packed_transpose({4, 1365, 3, 3, 1}, {0, 2, 1, 3, 4}, width);  // d2s [4, 1365, 9]
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (width == 8) {
+      EXPECT_FALSE(plan.gather) << describe(plan);
+      continue;
+    }
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    EXPECT_FALSE(plan.gather->program->single_block) << describe(plan);
+    EXPECT_EQ(plan.gather->block_bytes, 3 * width) << describe(plan);
+    EXPECT_EQ(plan.gather->stream.extent, 1365) << describe(plan);
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, 4 * 1365 * 9 * width, rng)) << "width=" << width;
+  }
+  expect_large_gather_matches(packed_transpose({1030, 1365, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1, 31);
+  const permute_plan several_streams = plan_permute(packed_transpose({683, 683, 3, 3, 4}, {0, 2, 1, 3, 4}, 1), 1);
+  ASSERT_TRUE(several_streams.gather) << describe(several_streams);
+  EXPECT_EQ(several_streams.gather->block_bytes, 12) << describe(several_streams);
+  const permute_plan continued = plan_permute(packed_transpose({788, 788, 3, 3, 3}, {0, 2, 1, 3, 4}, 1), 1);
+  EXPECT_FALSE(continued.gather) << describe(continued);
+  EXPECT_EQ(kernel_name(continued), "copy_runs_avx512") << describe(continued);
+}
+
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
 // the 3-way staged shuffle moved one pixel per step), for staged shuffles moving one input pixel
 // per call, for 16-way shuffles of 4- and 16-byte runs and for run copies of 24-byte elements;

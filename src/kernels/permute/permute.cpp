@@ -653,10 +653,20 @@ struct gather_candidates {
   std::optional<found_gather> single_block;  ///< the cheapest single-block one
 };
 
+// Where the innermost axis is too long to be part of a block (its extent x the element over 2 KiB),
+// a block of one element, continued by that axis, may make the gather (see lone_element_gather_beats).
+// Elements of 24 and 48 bytes went both ways at 16 MiB (0.63-1.59x over 11 grid families, a Zen 5)
+// and are not offered; neither is the AVX2 gather's layout, not measured.
+constexpr std::size_t max_lone_element_block_bytes = 15;
+bool lone_elements_make_blocks(std::size_t width, gather_layout layout) {
+  return layout == gather_layout::pairs_of_64 && width <= max_lone_element_block_bytes;
+}
+
 // The cheapest gathers (gather.hpp, by gather_cost) among the normalized axes (outermost first):
 // the innermost m axes form a dense destination block, and either the next one continues it (a
 // periodic program) or the block is gathered on its own, as rows of one block (where the period,
-// lcm(D, 64), would be too long or nothing continues the block).
+// lcm(D, 64), would be too long or nothing continues the block); see lone_elements_make_blocks for
+// m = 0.
 gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_layout layout) {
   gather_candidates found;
   if (axes.empty()) return found;
@@ -684,6 +694,13 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
   for (std::size_t m = 1; m <= n; ++m) {
     const permute_axis& newest = axes[n - m];
     if (newest.dst_stride != block) break;
+    if (m == 1 && block * newest.extent > max_gather_period_bytes && lone_elements_make_blocks(width, layout) &&
+        !only_blocks) {
+      if (auto program = gather_program_for({}, width, newest.src_stride, unlined, layout)) {
+        const double cost = gather_cost(*program, newest.extent * block);
+        consider(found.periodic, periodic_cost, std::move(program), cost, newest, 1, 0);
+      }
+    }
     block *= newest.extent;
     if (block > max_gather_period_bytes) break;
     const std::span<const permute_axis> inner = std::span(axes).subspan(n - m, m);
@@ -784,6 +801,26 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
     return run_bytes < 8 || (tile.segment_copy.copy == nullptr && !power_of_two && run_bytes < 64 && steps <= 3);
   }
   return plan.width < 8 || (plan.width < 16 && steps <= 2);
+}
+
+// Whether a gather of one-element blocks (lone_elements_make_blocks) beats the plan, given that
+// gather_beats accepts its steps: in the cache, and where the output streams for elements under 4
+// bytes, or where the plan's tile writes several destination streams at once (its inner axis does
+// not continue the destination). Same-run A/B on a Zen 5 of every such gather against the run copy
+// it replaced (d2s NHWC b2-b4 of 3-12 byte elements, 1-2 steps per chunk), two alternations, op
+// throughput, one / two threads: tiles continuing the destination 0.93-1.31x / 0.70-0.97x at 16
+// MiB (d2s NHWC DCR b3 C3 of bytes, 9-byte elements, 0.94-0.99x / 0.74-0.86x) and 0.75x / 0.85x
+// at 256 MiB (channels-last K = 3 DCR b2 C3 of 4-byte elements, rows of 2,136 bytes): those keep
+// the copy. The binaries before and after, the cells whose plan changed: 1 MiB (4 cells) 1.18x /
+// 1.02x (0.75-1.50x on two threads, whose memcpy there is bimodal); 16 MiB (5: 3-byte elements and
+// 12-byte ones whose tile walked 3 output rows innermost) 1.66x / 1.49x, ratio to memcpy 0.23-0.29
+// -> 0.38-0.47 on one thread; 256 MiB (9) 1.65x / 1.38x, d2s NHWC b3 C1 of bytes 0.28-0.30 -> 0.64-0.69.
+bool lone_element_gather_beats(const permute_plan& plan) {
+  if (!output_streams(plan)) return true;
+  constexpr std::size_t max_tiny_element_bytes = 3;
+  const bool writes_several_streams =
+      !plan.shuffle && magnitude(plan.col.dst_stride) != static_cast<std::int64_t>(plan.width);
+  return plan.width <= max_tiny_element_bytes || writes_several_streams;
 }
 
 // Rows of a gather whose windows can sit on source lines take at most this many programs, one per
@@ -902,6 +939,9 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   if (!periodic_beats(0.0, 0, max_gather_period_bytes) && !single_block_beats(0.0, 0, max_gather_period_bytes)) return;
   gather_candidates candidates =
       find_gathers(normalized, width, vbmi ? gather_layout::pairs_of_64 : gather_layout::halves_of_16);
+  if (candidates.periodic && candidates.periodic->block_axes == 0 && !lone_element_gather_beats(plan)) {
+    candidates.periodic.reset();
+  }
   found_gather* found = nullptr;
   if (candidates.periodic) {
     const gather_tile& tile = candidates.periodic->tile;
