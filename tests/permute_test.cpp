@@ -184,7 +184,8 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
     // 16- and 32-byte elements: the channels-last runs of 4 or 8 four-byte elements.
     for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       const bool lanes_wide = width > 8;
-      for (std::int64_t length : {1, 7, 8, 15, 16, 17, 31, 33, 64, 65, 127, 130, wide || lanes_wide ? 3000 : 40000}) {
+      for (std::int64_t length :
+           {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 127, 130, wide || lanes_wide ? 3000 : 40000}) {
         for (bool interleave : {true, false}) {
           const std::int64_t pad = 3 * width;  // distance between the b rows is not b * length
           std::vector<permute_axis> axes;
@@ -278,9 +279,9 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 // The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
 // each kernel, destination rows on cache lines (streamed) and off them (interleaves stream from
 // the first whole line, or through a line_sink where no position's output starts one;
-// de-interleaves store as usual), whole
-// vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces, two repeat
-// positions; compared with the element-by-element copy.
+// de-interleaves store as usual), runs of half a vector, whole vectors plus masked tails, runs
+// past a block-transposing kernel's 16 KiB pieces, two repeat positions; compared with the
+// element-by-element copy.
 TEST(PermuteRun, StreamingShufflesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(31);
@@ -289,7 +290,7 @@ TEST(PermuteRun, StreamingShufflesMatch) {
     for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       const std::int64_t lanes = 64 / width;
       const std::int64_t piece = 16384 / (b * width);
-      for (std::int64_t length : {lanes, lanes + 1, 3 * lanes + 5, piece + 35}) {
+      for (std::int64_t length : {lanes / 2, lanes, lanes + 1, 3 * lanes + 5, piece + 35}) {
         for (bool interleave : {true, false}) {
           const auto w = static_cast<std::size_t>(width);
           // B = 3 for bytes: built from AVX2 and VBMI only; B = 32, 64: block transposes only.
