@@ -1214,11 +1214,16 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
   expect_matches_naive_on_one_and_two_threads(nine_ways, zen5_nine_ways, 8, rng);
   // So do 8-way de-interleaves of 8-byte lanes in runs of 4 elements (d2s channels-last K = 3 CRD b2
-  // C4, [6, 6, 6, 32] -> [12, 12, 12, 4]).
+  // C4, [6, 6, 6, 32] -> [12, 12, 12, 4]), and of 2-byte lanes in runs of 16 (C16, [6, 6, 6, 128] ->
+  // [12, 12, 12, 16]): a 32-byte AVX2 vector per way.
   const auto eight_ways = packed_transpose({6, 6, 6, 4, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 8);
   const permute_plan zen5_eight_ways = zen5_plan_is_avx2(eight_ways, 8);
   EXPECT_EQ(kernel_name(zen5_eight_ways), "deinterleave8_x64_avx2") << describe(zen5_eight_ways);
   expect_matches_naive_on_one_and_two_threads(eight_ways, zen5_eight_ways, 8, rng);
+  const auto eight_ways_of_words = packed_transpose({6, 6, 6, 16, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 2);
+  const permute_plan zen5_eight_ways_of_words = zen5_plan_is_avx2(eight_ways_of_words, 2);
+  EXPECT_EQ(kernel_name(zen5_eight_ways_of_words), "deinterleave8_x16_avx2") << describe(zen5_eight_ways_of_words);
+  expect_matches_naive_on_one_and_two_threads(eight_ways_of_words, zen5_eight_ways_of_words, 2, rng);
   // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
   // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
   const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);
@@ -1230,6 +1235,8 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   EXPECT_NE(zen4_pairs.shuffle->segment_copy.copy, nullptr) << describe(zen4_pairs);
   if (detected_isa() >= isa::avx512vbmi) {
     EXPECT_EQ(kernel_name(plan_permute(nine_ways, 8)), "gather_avx512vbmi") << describe(plan_permute(nine_ways, 8));
+    EXPECT_EQ(kernel_name(plan_permute(eight_ways_of_words, 2)), "gather_avx512vbmi")
+        << describe(plan_permute(eight_ways_of_words, 2));
   }
   set_max_isa(isa::avx512vbmi);
 }

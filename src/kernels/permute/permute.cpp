@@ -922,7 +922,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   const bool vbmi = level == isa::avx512vbmi;
   // A shuffle that loses to the AVX2 level's plan on a Zen 5 stays, for plan_permute to replace
   // with that plan: where a VBMI gather would beat the shuffle (9-way ones of 8-byte lanes, 2-3
-  // steps per chunk; 8-way de-interleaves of them, see loses_to_avx2_on_zen5), the AVX2 shuffle
+  // steps per chunk; 8-way de-interleaves of them and of 2-byte lanes, see loses_to_avx2_on_zen5), the AVX2 shuffle
   // beats the gather too. Same-run A/B on a Zen 5, the 6 grid
   // cells this changes (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB
   // and 1 MiB), six alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over
@@ -1097,13 +1097,19 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // the 3 grid cells this changes (d2s channels-last K = 3 CRD b2 C4 at 64 KiB and 1 MiB, d2s
 // channels-first K = 3 CRD b4 C16 at 64 KiB, of 8-byte elements), four alternations: 1.36-1.83x on
 // one thread, 1.02-1.67x on two (0.26-0.44 -> 0.37-0.80 of memcpy). Such runs of 16 elements stay
-// AVX-512 (its 8-way kernel beat the AVX2 one there, 0.54-0.85x).
+// AVX-512 (its 8-way kernel beat the AVX2 one there, 0.54-0.85x). And 8-way de-interleaves of 2-byte
+// lanes in runs of 16, a vector per way too, which the AVX2 kernel transposes as 8 x 8 words (d2s
+// channels-last K = 3 CRD b2 C16 of 2-byte elements at 64 KiB and 1 MiB, gather before): 1.45-2.35x
+// on one thread, 1.05-1.83x on two (0.26-0.43 -> 0.39-0.71 of memcpy), two A/Bs of two alternations;
+// for 1- and 4-byte lanes the AVX2 plan went both ways.
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
   if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
   const std::size_t ways = shuffle->offsets.size();
-  const bool vector_per_way = ways == 8 && !shuffle->interleave && shuffle->run.extent == 4;
-  return plan.width == 8 && (ways == 3 || ways == 9 || vector_per_way);
+  const bool vector_per_way = ways == 8 && !shuffle->interleave &&
+                              shuffle->run.extent * static_cast<std::int64_t>(plan.width) == 32 &&
+                              (plan.width == 8 || plan.width == 2);
+  return (plan.width == 8 && (ways == 3 || ways == 9)) || vector_per_way;
 }
 
 // Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
