@@ -1224,6 +1224,11 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   const permute_plan zen5_eight_ways_of_words = zen5_plan_is_avx2(eight_ways_of_words, 2);
   EXPECT_EQ(kernel_name(zen5_eight_ways_of_words), "deinterleave8_x16_avx2") << describe(zen5_eight_ways_of_words);
   expect_matches_naive_on_one_and_two_threads(eight_ways_of_words, zen5_eight_ways_of_words, 2, rng);
+  // Where the output streams too (C16 of 2-byte elements, 16 MB).
+  const auto streamed_eight_ways = packed_transpose({40, 40, 40, 16, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 2);
+  const permute_plan zen5_streamed_eight_ways = zen5_plan_is_avx2(streamed_eight_ways, 2);
+  EXPECT_TRUE(zen5_streamed_eight_ways.streams) << describe(zen5_streamed_eight_ways);
+  EXPECT_EQ(kernel_name(zen5_streamed_eight_ways), "deinterleave8_x16_avx2") << describe(zen5_streamed_eight_ways);
   // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
   // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
   const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);

@@ -1044,7 +1044,7 @@ bool assembles_streamed_deinterleave(const permute_plan& plan) {
 // 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of 8-byte lanes (0.83-1.02x), which
 // keep their AVX-512 plans.
 // The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing, and its
-// output stays in the cache: the shuffles the loses_to_avx2_on_* rules weigh (else null).
+// output stays in the cache: the shuffles loses_to_avx2_on_intel weighs (else null).
 const shuffle_tile* cached_avx512_shuffle(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->transposes || plan.shuffle->level != isa::avx512 || output_streams(plan)) {
     return nullptr;
@@ -1085,7 +1085,7 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
   return (ways == 4 || ways == 8) && plan.width != 4;
 }
 
-// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Zen 5, in the cache:
+// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Zen 5: in the cache,
 // 3- and 9-way interleaves and de-interleaves of 8-byte lanes that are not staged (Intel's
 // loses_to_avx2_on_intel has the interleaves among its cases). Measured on a Zen 5 (family 1Ah,
 // 2 vCPUs): the grid cells whose plan this changes, old and new plans alternating per grid run,
@@ -1101,15 +1101,21 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // lanes in runs of 16, a vector per way too, which the AVX2 kernel transposes as 8 x 8 words (d2s
 // channels-last K = 3 CRD b2 C16 of 2-byte elements at 64 KiB and 1 MiB, gather before): 1.45-2.35x
 // on one thread, 1.05-1.83x on two (0.26-0.43 -> 0.39-0.71 of memcpy), two A/Bs of two alternations;
-// for 1- and 4-byte lanes the AVX2 plan went both ways.
+// for 1- and 4-byte lanes the AVX2 plan went both ways. Both 8-way cases hold where the output
+// streams too (d2s channels-last K = 3 CRD b2 C16 of 2-byte and C4 of 8-byte elements, the VBMI
+// gather streaming its strips before): 1.26-1.56x at 16 MiB (0.42-0.46 -> 0.60-0.64 of memcpy),
+// 1.05-1.13x at 256 MiB, one and two threads, two alternations.
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
-  const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
-  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
+  const shuffle_tile* const shuffle = plan.shuffle ? &*plan.shuffle : nullptr;
+  if (shuffle == nullptr || shuffle->transposes || shuffle->level != isa::avx512 ||
+      shuffle->segment_copy.copy != nullptr) {
+    return false;
+  }
   const std::size_t ways = shuffle->offsets.size();
   const bool vector_per_way = ways == 8 && !shuffle->interleave &&
                               shuffle->run.extent * static_cast<std::int64_t>(plan.width) == 32 &&
                               (plan.width == 8 || plan.width == 2);
-  return (plan.width == 8 && (ways == 3 || ways == 9)) || vector_per_way;
+  return vector_per_way || (!output_streams(plan) && plan.width == 8 && (ways == 3 || ways == 9));
 }
 
 // Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
