@@ -1751,6 +1751,38 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
   }
 }
 
+// Streamed de-interleaves of runs of 1 KiB or more walk the source in order where the output is
+// 64 MiB or more (s2d NCHW DCR b2 C4 of 4-byte elements, runs of 8 KiB at 256 MiB), not at 16 MiB
+// (runs of 2 KiB); and 64 MiB of bytes (runs of 4 KiB) against the element loop.
+TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto axes_of = [](std::int64_t b, std::int64_t w, std::int64_t channels, std::int64_t d) {
+    const std::int64_t side = b * d;
+    // Output [i, j, c, h', w'] from input [c, h', i, w', j], as in the test above.
+    return std::vector<permute_axis>{{b, side * w, b * channels * d * d * w},
+                                     {b, w, channels * d * d * w},
+                                     {channels, side * side * w, d * d * w},
+                                     {d, b * side * w, d * w},
+                                     {d, b * w, w}};
+  };
+  for (const std::int64_t d : {2048, 512}) {
+    const std::int64_t side = 2 * d;
+    const permute_plan plan = plan_permute(axes_of(2, 4, 4, d), 4);
+    ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan);
+    EXPECT_TRUE(plan.shuffle->repeat.streaming) << describe(plan);
+    EXPECT_GE(plan.shuffle->run.extent * 4, 1024) << describe(plan);
+    const bool far_past_the_cache = plan.total_bytes >= std::int64_t{64} << 20;
+    EXPECT_EQ(far_past_the_cache, d == 2048) << describe(plan);
+    EXPECT_EQ(plan.shuffle->repeat.inner.src_stride == side * 4, far_past_the_cache) << describe(plan);
+  }
+  std::mt19937_64 rng(61);
+  const auto bytes = axes_of(2, 1, 1, 4096);
+  const permute_plan plan = plan_permute(bytes, 1);
+  ASSERT_TRUE(plan.shuffle) << describe(plan);
+  EXPECT_EQ(plan.shuffle->repeat.inner.src_stride, 8192) << describe(plan);
+  expect_matches_naive_on_one_and_two_threads(bytes, plan, 1, rng);
+}
+
 // The gather tests run under the cap of each ISA with a gather kernel that the host has: avx2
 // (halves_of_16 programs) and avx512vbmi (pairs_of_64). The cap and the forcing switch are
 // process-wide, so TearDown restores both even when an assertion ends a test early.

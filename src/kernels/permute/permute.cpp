@@ -294,6 +294,15 @@ bool lines_line_up(const shuffle_repeat& repeat, std::int64_t run_bytes, std::in
 constexpr std::int64_t max_source_order_ways = 4;
 constexpr std::int64_t max_streamed_source_order_ways = 8;
 constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
+// Streamed runs of 1 KiB or more walk in the source's order too where the output is this large,
+// far past the last-level cache: same-run A/B on a Zen 5, s2d NCHW CRD / DCR b2-b4 C1-C16 of 2-
+// and 4-byte elements (36 families, runs of 1.4-23 KiB), two alternations, op throughput: 256 MiB
+// 1.28x on one thread (0.99-1.52x; b2 C4 of 2-byte elements 0.70 -> 1.05-1.09 of memcpy, b2 of
+// 4-byte elements 0.85-0.92 -> 1.22-1.33), 1.07x on two (0.98-1.20x). Each direct call there
+// de-interleaves every b-th source row, coming back for the others b - 1 times; in the source's
+// order one pass reads it. At 16 MiB, where the source stays in the cache between passes, the 44
+// cells it would change tied (0.99x on one and two threads, b3 of 8-byte elements 0.82-0.93x).
+constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 
 // Whether a de-interleave walks its axes in the source's order (see source_order_repeat) rather
 // than in the direct plan's `direct` repeat with the `outside` axes around it. Only where the
@@ -302,12 +311,14 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // (s2d NHWC CRD, its outer repeat contiguous in the source), the source order broke up the
 // destination's rows instead: 0.64-0.77x.
 bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_bytes, const shuffle_repeat& direct,
-                        const axis_list& outside, bool output_streams) {
-  if (interleave || !output_streams || direct.inner.extent <= 1) return false;
+                        const axis_list& outside, const permute_plan& plan) {
+  if (interleave || !output_streams(plan) || direct.inner.extent <= 1) return false;
   const bool passes_again = std::ranges::any_of(
       outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
   if (!passes_again) return false;
-  return direct.streaming ? ways <= max_streamed_source_order_ways && run_bytes < max_streamed_source_order_run_bytes
+  const bool long_runs_walk_too = plan.total_bytes >= min_long_run_source_order_output_bytes;
+  return direct.streaming ? ways <= max_streamed_source_order_ways &&
+                                (run_bytes < max_streamed_source_order_run_bytes || long_runs_walk_too)
                           : ways <= max_source_order_ways;
 }
 
@@ -547,7 +558,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
       tile.segmented =
           segmented_shuffle_kernel_avx2(plan.width, ways, best->interleave, static_cast<std::int64_t>(segment_bytes));
     }
-  } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, output_streams(plan))) {
+  } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
   } else {
     tile.repeat = direct;
