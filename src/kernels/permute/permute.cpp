@@ -295,13 +295,14 @@ constexpr std::int64_t max_source_order_ways = 4;
 constexpr std::int64_t max_streamed_source_order_ways = 8;
 constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // Streamed runs of 1 KiB or more walk in the source's order too where the output is this large,
-// far past the last-level cache: same-run A/B on a Zen 5, s2d NCHW CRD / DCR b2-b4 C1-C16 of 2-
-// and 4-byte elements (36 families, runs of 1.4-23 KiB), two alternations, op throughput: 256 MiB
-// 1.28x on one thread (0.99-1.52x; b2 C4 of 2-byte elements 0.70 -> 1.05-1.09 of memcpy, b2 of
-// 4-byte elements 0.85-0.92 -> 1.22-1.33), 1.07x on two (0.98-1.20x). Each direct call there
-// de-interleaves every b-th source row, coming back for the others b - 1 times; in the source's
-// order one pass reads it. At 16 MiB, where the source stays in the cache between passes, the 44
-// cells it would change tied (0.99x on one and two threads, b3 of 8-byte elements 0.82-0.93x).
+// far past the last-level cache: same-run A/B on a Zen 5, the 140 cells of the 256 MiB grid this
+// changes (s2d NCHW and NCHW_VECT_C, b2-b8, every element width, runs of 1-32 KiB), two
+// alternations, op throughput: one thread 1.31x (1.00-1.63x; s2d NCHW CRD b2 C4 of 2-byte
+// elements 0.70 -> 1.05-1.09 of memcpy, b2 of bytes 0.8 -> 1.3), two threads 1.05x (0.85-1.27x,
+// the two-thread alternations scattering). Each direct call there de-interleaves every b-th source
+// row, coming back for the others b - 1 times; in the source's order one pass reads it. At 16 MiB,
+// where the source stays in the cache between passes, the 44 cells it would change tied (0.99x on
+// one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 
 // Whether a de-interleave walks its axes in the source's order (see source_order_repeat) rather
