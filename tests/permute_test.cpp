@@ -1783,6 +1783,30 @@ TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
   expect_matches_naive_on_one_and_two_threads(bytes, plan, 1, rng);
 }
 
+// Interleaves whose output is 64 MiB or more walk the source in order where that walk streams: d2s
+// NCHW CRD b8 C16 of 2-byte elements at 256 MiB (each call one output row in 8, its source 8
+// planes read through), not b3 C64 of bytes (rows of 2 KiB off cache lines would no longer
+// stream); and 64 MiB of bytes (b4, rows of 8 KiB) against the element loop. Input [C, i, j, H, W]
+// to output [C, H, i, W, j].
+TEST(PermutePlan, InterleavesFarPastTheCacheWalkTheSourceInOrderWhereTheyStream) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
+  const permute_plan eight = plan_permute(packed_transpose({16, 8, 8, 362, 362}, d2s_nchw, 2), 2);
+  ASSERT_TRUE(eight.shuffle && eight.shuffle->interleave) << describe(eight);
+  EXPECT_TRUE(eight.shuffle->repeat.streaming) << describe(eight);
+  EXPECT_EQ(eight.shuffle->repeat.inner.src_stride, 362 * 2) << describe(eight);
+  const permute_plan three = plan_permute(packed_transpose({64, 3, 3, 683, 683}, d2s_nchw, 1), 1);
+  ASSERT_TRUE(three.shuffle && three.shuffle->interleave) << describe(three);
+  EXPECT_NE(three.shuffle->repeat.inner.src_stride, 683) << describe(three);
+  std::mt19937_64 rng(67);
+  const auto bytes = packed_transpose({1, 4, 4, 2048, 2048}, d2s_nchw, 1);
+  const permute_plan plan = plan_permute(bytes, 1);
+  ASSERT_TRUE(plan.shuffle) << describe(plan);
+  EXPECT_TRUE(plan.shuffle->repeat.streaming) << describe(plan);
+  EXPECT_EQ(plan.shuffle->repeat.inner.src_stride, 2048) << describe(plan);
+  expect_matches_naive_on_one_and_two_threads(bytes, plan, 1, rng);
+}
+
 // The gather tests run under the cap of each ISA with a gather kernel that the host has: avx2
 // (halves_of_16 programs) and avx512vbmi (pairs_of_64). The cap and the forcing switch are
 // process-wide, so TearDown restores both even when an assertion ends a test early.

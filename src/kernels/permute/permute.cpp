@@ -297,13 +297,32 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // Streamed runs of 1 KiB or more walk in the source's order too where the output is this large,
 // far past the last-level cache: same-run A/B on a Zen 5, the 140 cells of the 256 MiB grid this
 // changes (s2d NCHW and NCHW_VECT_C, b2-b8, every element width, runs of 1-32 KiB), two
-// alternations, op throughput: one thread 1.31x (1.00-1.63x; s2d NCHW CRD b2 C4 of 2-byte
+// alternations, op throughput: one thread 1.31x (0.99-1.63x; s2d NCHW CRD b2 C4 of 2-byte
 // elements 0.70 -> 1.05-1.09 of memcpy, b2 of bytes 0.8 -> 1.3), two threads 1.05x (0.85-1.27x,
 // the two-thread alternations scattering). Each direct call there de-interleaves every b-th source
 // row, coming back for the others b - 1 times; in the source's order one pass reads it. At 16 MiB,
 // where the source stays in the cache between passes, the 44 cells it would change tied (0.99x on
 // one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
+
+// Whether a direct plan passes over the source more than once: an axis outside its calls is
+// nearer in the source than the call's own repeat.
+bool passes_source_again(const shuffle_repeat& direct, const axis_list& outside) {
+  return std::ranges::any_of(
+      outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
+}
+
+// `rest` ordered as the source is (largest source stride first) and the call's repeat taken from
+// its nearest-strided axes, streaming where its runs keep the destination's lines or the output
+// runs are long.
+shuffle_repeat take_source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways,
+                                        bool long_output_runs) {
+  std::stable_sort(rest.begin(), rest.end(),
+                   [](const permute_axis& a, const permute_axis& b) { return a.src_stride > b.src_stride; });
+  shuffle_repeat repeat = take_repeat(rest, ways * run_bytes);
+  repeat.streaming = lines_line_up(repeat, run_bytes, ways) || long_output_runs;
+  return repeat;
+}
 
 // Whether a de-interleave walks its axes in the source's order (see source_order_repeat) rather
 // than in the direct plan's `direct` repeat with the `outside` axes around it. Only where the
@@ -314,9 +333,7 @@ constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64}
 bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_bytes, const shuffle_repeat& direct,
                         const axis_list& outside, const permute_plan& plan) {
   if (interleave || !output_streams(plan) || direct.inner.extent <= 1) return false;
-  const bool passes_again = std::ranges::any_of(
-      outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
-  if (!passes_again) return false;
+  if (!passes_source_again(direct, outside)) return false;
   const bool long_runs_walk_too = plan.total_bytes >= min_long_run_source_order_output_bytes;
   return direct.streaming ? ways <= max_streamed_source_order_ways &&
                                 (run_bytes < max_streamed_source_order_run_bytes || long_runs_walk_too)
@@ -328,10 +345,8 @@ bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_byt
 // as the direct plan takes the destination's, and the others outside it, ordered too.
 shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
                                    bool long_output_runs) {
-  std::stable_sort(rest.begin(), rest.end(),
-                   [](const permute_axis& a, const permute_axis& b) { return a.src_stride > b.src_stride; });
-  shuffle_repeat repeat = take_repeat(rest, ways * run_bytes);
-  repeat.streaming = !transposes && (lines_line_up(repeat, run_bytes, ways) || long_output_runs);
+  shuffle_repeat repeat = take_source_order_repeat(rest, run_bytes, ways, long_output_runs);
+  repeat.streaming = repeat.streaming && !transposes;
   // Where the next axis continues each way's rows (s2d NCHW: the next block of source rows), a
   // streaming call takes it too, so that it streams each row through a line sink across it
   // (b_way_sunk_row_blocks), where the rows do not start on lines; the walk's order is the same.
@@ -344,6 +359,40 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
     repeat.outer = rest.back();
     rest.pop_back();
   }
+  return repeat;
+}
+
+// An interleave's direct plan walks its repeat axes in the destination's order too: for d2s NCHW
+// each call writes b consecutive output rows, interleaving rows of b x b source planes, each plane
+// one row further on per call; b x b streams, 64 for b = 8, which hardware prefetchers do not
+// follow once the tensor is out of cache. Walking in the source's order instead, each call reads
+// b planes through (one output row in b), and the rows go out b apart. Taken where the output is
+// far past the cache (min_long_run_source_order_output_bytes), the runs are 64 bytes or more and
+// that walk still streams its rows (long rows, or rows whose vectors stay on lines). Same-run A/B
+// on a Zen 5, the 229 cells of the 256 MiB grid this changes, two alternations, op throughput,
+// one / two threads: d2s NCHW and NCHW_VECT_C (169 cells) 1.32x / 1.13x (b4 1.54x / 1.15x, b8
+// 1.48x / 1.25x, b2-b3 1.11-1.15x / 1.04-1.07x; d2s NCHW CRD b8 C16 of 2-byte elements 0.54 of
+// memcpy before), d2s channels-first K = 3 (60) 1.42x / 1.30x (b8 2.03x / 1.58x, b2 0.98x / 0.99x).
+// Left out: walks that would no longer stream (b2 / b3 rows under 4 KiB off lines, 0.77-0.91x),
+// and runs under 64 bytes, which went both ways (d2s channels-first K = 3 DCR b4 C64 of bytes,
+// 40-byte runs, 0.69-0.77x; 16-byte runs, whose plans a gather then replaced, 0.56-1.26x).
+// Returns the repeat, with `rest` left in the walk's order; none (`rest` untouched) where the direct
+// walk stays.
+constexpr std::int64_t min_source_order_interleave_run_bytes = 64;
+std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, axis_list& rest,
+                                                             const shuffle_repeat& direct, const axis_list& outside,
+                                                             const permute_plan& plan, std::int64_t run_bytes,
+                                                             std::int64_t ways, bool transposes,
+                                                             bool long_output_runs) {
+  if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes || !output_streams(plan) ||
+      plan.total_bytes < min_long_run_source_order_output_bytes || direct.inner.extent <= 1) {
+    return std::nullopt;
+  }
+  if (!passes_source_again(direct, outside)) return std::nullopt;
+  axis_list by_source = rest;
+  const shuffle_repeat repeat = take_source_order_repeat(by_source, run_bytes, ways, long_output_runs);
+  if (!repeat.streaming) return std::nullopt;
+  rest = std::move(by_source);
   return repeat;
 }
 
@@ -561,6 +610,10 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     }
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
+  } else if (const std::optional<shuffle_repeat> by_source =
+                 source_order_interleave_repeat(best->interleave, rest, direct, direct_rest, plan, run_bytes, ways,
+                                                kernel.transposes, long_output_runs)) {
+    tile.repeat = *by_source;
   } else {
     tile.repeat = direct;
     rest = std::move(direct_rest);
