@@ -1753,7 +1753,9 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
 
 // Streamed de-interleaves of runs of 1 KiB or more walk the source in order where the output is
 // 64 MiB or more (s2d NCHW DCR b2 C4 of 4-byte elements, runs of 8 KiB at 256 MiB), not at 16 MiB
-// (runs of 2 KiB); and 64 MiB of bytes (runs of 4 KiB) against the element loop.
+// (runs of 2 KiB); and 64 MiB of bytes (runs of 4 KiB) against the element loop. Runs of 1-2 KiB
+// whose rows are off cache lines stream there too, and then walk in order (b3 C16 of 2-byte
+// elements, runs of 1930 bytes), not at 16 MiB (b3 C1).
 TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto axes_of = [](std::int64_t b, std::int64_t w, std::int64_t channels, std::int64_t d) {
@@ -1775,6 +1777,13 @@ TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
     EXPECT_EQ(far_past_the_cache, d == 2048) << describe(plan);
     EXPECT_EQ(plan.shuffle->repeat.inner.src_stride == side * 4, far_past_the_cache) << describe(plan);
   }
+  const permute_plan off_lines = plan_permute(axes_of(3, 2, 16, 965), 2);
+  ASSERT_TRUE(off_lines.shuffle && !off_lines.shuffle->interleave) << describe(off_lines);
+  EXPECT_TRUE(off_lines.shuffle->repeat.streaming) << describe(off_lines);
+  EXPECT_EQ(off_lines.shuffle->repeat.inner.src_stride, 3 * 965 * 2) << describe(off_lines);
+  const permute_plan cached_off_lines = plan_permute(axes_of(3, 2, 1, 965), 2);
+  ASSERT_TRUE(cached_off_lines.shuffle) << describe(cached_off_lines);
+  EXPECT_FALSE(cached_off_lines.shuffle->repeat.streaming) << describe(cached_off_lines);
   std::mt19937_64 rng(61);
   const auto bytes = axes_of(2, 1, 1, 4096);
   const permute_plan plan = plan_permute(bytes, 1);

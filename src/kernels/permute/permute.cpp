@@ -53,7 +53,8 @@ constexpr std::int64_t staged_deinterleave_run_bytes = 64;
 // were mixed (0.93x at 16 MiB), and 16 MiB cells whose output streams lost 0.36-0.44x.
 constexpr std::int64_t staged_unstreamed_deinterleave_run_bytes = 96;
 // De-interleaves whose destination rows do not all start on cache lines stream their runs of at
-// least this many bytes, each row's vectors re-cut into whole lines (see b_way_run).
+// least this many bytes, each row's vectors re-cut into whole lines (see b_way_run); from 1 KiB
+// where the output is 64 MiB or more (streamed_deinterleave_run_bytes).
 constexpr std::int64_t streamed_unaligned_deinterleave_run_bytes = 2048;
 // On CPUs without AVX-512 the AVX2 kernels (32-byte vectors) take the direct plan from two of
 // their vectors per way on; AVX-512 CPUs keep the rules above, also for the AVX2 byte kernels they
@@ -304,6 +305,18 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // where the source stays in the cache between passes, the 44 cells it would change tied (0.99x on
 // one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
+// Where the output is that large, de-interleave runs of 1 KiB or more stream even where their rows
+// are off cache lines (each row's vectors re-cut into whole lines, as for runs of
+// streamed_unaligned_deinterleave_run_bytes in smaller outputs): same-run A/B on a Zen 5, the 20 cells of the 256 MiB
+// grid this changes (s2d NCHW and NCHW_VECT_C b3 / b8 and channels-first K = 3 b2 of runs of 1-2 KiB, which also walk
+// in the source's order once they stream), two alternations, op throughput: 1.20x / 1.21x on one / two threads
+// (0.99-1.51x; s2d NCHW DCR b3 C16 of 2-byte elements 0.69 -> 0.88 of memcpy). From 512 bytes on, channels-first K = 3
+// gained too (1.0-1.5x over 16 cells) but s2d NCHW lost (0.63-0.86x over 9, b8 C16 of 2-byte elements 0.81 -> 0.52).
+constexpr std::int64_t far_streamed_unaligned_deinterleave_run_bytes = 1024;
+std::int64_t streamed_deinterleave_run_bytes(const permute_plan& plan) {
+  return plan.total_bytes >= min_long_run_source_order_output_bytes ? far_streamed_unaligned_deinterleave_run_bytes
+                                                                    : streamed_unaligned_deinterleave_run_bytes;
+}
 
 // Whether a direct plan passes over the source more than once: an axis outside its calls is
 // nearer in the source than the call's own repeat.
@@ -539,7 +552,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // bytes at a time (a piece of each of 64 rows), and streaming those read 0.76-1.2x of ordinary
   // stores over the 6 such 16 MiB cells; their interleaves stream whole 16 KiB pieces.
   const bool long_output_runs = best->interleave ? ways * run_bytes >= streamed_unaligned_interleave_bytes
-                                                 : run_bytes >= streamed_unaligned_deinterleave_run_bytes;
+                                                 : run_bytes >= streamed_deinterleave_run_bytes(plan);
   // Shorter interleave rows that continue one another stream as one output (line_sink in b_way):
   // 1.26x over those 96 cells (median 0.55 -> 0.70; rows under 1 KiB 1.39x, 1-4 KiB 1.19x with 5
   // of 59 under 0.9x). Runs under 64 bytes keep the four-runs path and ordinary stores: through
