@@ -1690,6 +1690,17 @@ TEST(PermuteRun, TransposingShufflesNeverReadPastTheSource) {
   }
 }
 
+// The axes of s2d NCHW DCR of `channels` channels, block b, w-byte elements, d x d output cells:
+// output [i, j, c, h', w'] from input [c, h', i, w', j].
+std::vector<permute_axis> s2d_nchw_dcr_axes(std::int64_t b, std::int64_t w, std::int64_t channels, std::int64_t d) {
+  const std::int64_t side = b * d;
+  return {{b, side * w, b * channels * d * d * w},
+          {b, w, channels * d * d * w},
+          {channels, side * side * w, d * d * w},
+          {d, b * side * w, d * w},
+          {d, b * w, w}};
+}
+
 // s2d NCHW DCR outputs larger than the cache: de-interleaves of up to 4 ways, and streamed ones of 8
 // ways with runs under 1 KiB, read the source once, in order (the repeat walks the block row i
 // inside the output row h'); the others, and in-cache outputs, keep the destination's order. Each
@@ -1707,12 +1718,7 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
     const std::int64_t w = t.width;
     const std::int64_t d = t.cells;
     const std::int64_t side = b * d;
-    // Output [i, j, c, h', w'] from input [c, h', i, w', j].
-    const std::vector<permute_axis> axes{{b, side * w, b * t.channels * d * d * w},
-                                         {b, w, t.channels * d * d * w},
-                                         {t.channels, side * side * w, d * d * w},
-                                         {d, b * side * w, d * w},
-                                         {d, b * w, w}};
+    const std::vector<permute_axis> axes = s2d_nchw_dcr_axes(b, w, t.channels, d);
     // The source ends at an inaccessible page, so that reading past it faults.
     const auto src_bytes = static_cast<std::size_t>(t.channels * side * side * w);
     const guarded_source guarded(src_bytes, rng);
@@ -1758,18 +1764,9 @@ TEST(PermuteRun, StreamedDeinterleavesWalkTheSourceInOrder) {
 // elements, runs of 1930 bytes), not at 16 MiB (b3 C1).
 TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
-  auto axes_of = [](std::int64_t b, std::int64_t w, std::int64_t channels, std::int64_t d) {
-    const std::int64_t side = b * d;
-    // Output [i, j, c, h', w'] from input [c, h', i, w', j], as in the test above.
-    return std::vector<permute_axis>{{b, side * w, b * channels * d * d * w},
-                                     {b, w, channels * d * d * w},
-                                     {channels, side * side * w, d * d * w},
-                                     {d, b * side * w, d * w},
-                                     {d, b * w, w}};
-  };
   for (const std::int64_t d : {2048, 512}) {
     const std::int64_t side = 2 * d;
-    const permute_plan plan = plan_permute(axes_of(2, 4, 4, d), 4);
+    const permute_plan plan = plan_permute(s2d_nchw_dcr_axes(2, 4, 4, d), 4);
     ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan);
     EXPECT_TRUE(plan.shuffle->repeat.streaming) << describe(plan);
     EXPECT_GE(plan.shuffle->run.extent * 4, 1024) << describe(plan);
@@ -1777,15 +1774,15 @@ TEST(PermutePlan, LongStreamedRunsWalkTheSourceInOrderFarPastTheCache) {
     EXPECT_EQ(far_past_the_cache, d == 2048) << describe(plan);
     EXPECT_EQ(plan.shuffle->repeat.inner.src_stride == side * 4, far_past_the_cache) << describe(plan);
   }
-  const permute_plan off_lines = plan_permute(axes_of(3, 2, 16, 965), 2);
+  const permute_plan off_lines = plan_permute(s2d_nchw_dcr_axes(3, 2, 16, 965), 2);
   ASSERT_TRUE(off_lines.shuffle && !off_lines.shuffle->interleave) << describe(off_lines);
   EXPECT_TRUE(off_lines.shuffle->repeat.streaming) << describe(off_lines);
   EXPECT_EQ(off_lines.shuffle->repeat.inner.src_stride, 3 * 965 * 2) << describe(off_lines);
-  const permute_plan cached_off_lines = plan_permute(axes_of(3, 2, 1, 965), 2);
+  const permute_plan cached_off_lines = plan_permute(s2d_nchw_dcr_axes(3, 2, 1, 965), 2);
   ASSERT_TRUE(cached_off_lines.shuffle) << describe(cached_off_lines);
   EXPECT_FALSE(cached_off_lines.shuffle->repeat.streaming) << describe(cached_off_lines);
   std::mt19937_64 rng(61);
-  const auto bytes = axes_of(2, 1, 1, 4096);
+  const auto bytes = s2d_nchw_dcr_axes(2, 1, 1, 4096);
   const permute_plan plan = plan_permute(bytes, 1);
   ASSERT_TRUE(plan.shuffle) << describe(plan);
   EXPECT_EQ(plan.shuffle->repeat.inner.src_stride, 8192) << describe(plan);

@@ -305,22 +305,27 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // where the source stays in the cache between passes, the 44 cells it would change tied (0.99x on
 // one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
+bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
 // Where the output is that large, de-interleave runs of 1 KiB or more stream even where their rows
 // are off cache lines (each row's vectors re-cut into whole lines, as for runs of
-// streamed_unaligned_deinterleave_run_bytes in smaller outputs): same-run A/B on a Zen 5, the 20 cells of the 256 MiB
-// grid this changes (s2d NCHW and NCHW_VECT_C b3 / b8 and channels-first K = 3 b2 of runs of 1-2 KiB, which also walk
-// in the source's order once they stream), two alternations, op throughput: 1.20x / 1.21x on one / two threads
-// (0.99-1.51x; s2d NCHW DCR b3 C16 of 2-byte elements 0.69 -> 0.88 of memcpy). From 512 bytes on, channels-first K = 3
-// gained too (1.0-1.5x over 16 cells) but s2d NCHW lost (0.63-0.86x over 9, b8 C16 of 2-byte elements 0.81 -> 0.52).
+// streamed_unaligned_deinterleave_run_bytes in smaller outputs): same-run A/B on a Zen 5, the 20
+// cells of the 256 MiB grid this changes (s2d NCHW and NCHW_VECT_C b3 / b8 and channels-first
+// K = 3 b2 of runs of 1-2 KiB, which also walk in the source's order once they stream), two
+// alternations, op throughput: 1.20x / 1.21x on one / two threads (0.99-1.51x; s2d NCHW DCR b3
+// C16 of 2-byte elements 0.69 -> 0.88 of memcpy). From 512 bytes on, channels-first K = 3 gained
+// too (1.0-1.5x over 16 cells) but s2d NCHW lost (0.63-0.86x over 9, b8 C16 of 2-byte elements
+// 0.81 -> 0.52).
 constexpr std::int64_t far_streamed_unaligned_deinterleave_run_bytes = 1024;
 std::int64_t streamed_deinterleave_run_bytes(const permute_plan& plan) {
-  return plan.total_bytes >= min_long_run_source_order_output_bytes ? far_streamed_unaligned_deinterleave_run_bytes
-                                                                    : streamed_unaligned_deinterleave_run_bytes;
+  return far_past_the_cache(plan) ? far_streamed_unaligned_deinterleave_run_bytes
+                                  : streamed_unaligned_deinterleave_run_bytes;
 }
 
-// Whether a direct plan passes over the source more than once: an axis outside its calls is
-// nearer in the source than the call's own repeat.
-bool passes_source_again(const shuffle_repeat& direct, const axis_list& outside) {
+// Whether a direct plan whose output streams passes over the source more than once: an axis
+// outside its calls is nearer in the source than the call's own repeat.
+bool streamed_walk_passes_source_again(const permute_plan& plan, const shuffle_repeat& direct,
+                                       const axis_list& outside) {
+  if (!output_streams(plan) || direct.inner.extent <= 1) return false;
   return std::ranges::any_of(
       outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
 }
@@ -345,11 +350,9 @@ shuffle_repeat take_source_order_repeat(axis_list& rest, std::int64_t run_bytes,
 // destination's rows instead: 0.64-0.77x.
 bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_bytes, const shuffle_repeat& direct,
                         const axis_list& outside, const permute_plan& plan) {
-  if (interleave || !output_streams(plan) || direct.inner.extent <= 1) return false;
-  if (!passes_source_again(direct, outside)) return false;
-  const bool long_runs_walk_too = plan.total_bytes >= min_long_run_source_order_output_bytes;
+  if (interleave || !streamed_walk_passes_source_again(plan, direct, outside)) return false;
   return direct.streaming ? ways <= max_streamed_source_order_ways &&
-                                (run_bytes < max_streamed_source_order_run_bytes || long_runs_walk_too)
+                                (run_bytes < max_streamed_source_order_run_bytes || far_past_the_cache(plan))
                           : ways <= max_source_order_ways;
 }
 
@@ -397,11 +400,10 @@ std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, ax
                                                              const permute_plan& plan, std::int64_t run_bytes,
                                                              std::int64_t ways, bool transposes,
                                                              bool long_output_runs) {
-  if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes || !output_streams(plan) ||
-      plan.total_bytes < min_long_run_source_order_output_bytes || direct.inner.extent <= 1) {
+  if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes || !far_past_the_cache(plan) ||
+      !streamed_walk_passes_source_again(plan, direct, outside)) {
     return std::nullopt;
   }
-  if (!passes_source_again(direct, outside)) return std::nullopt;
   axis_list by_source = rest;
   const shuffle_repeat repeat = take_source_order_repeat(by_source, run_bytes, ways, long_output_runs);
   if (!repeat.streaming) return std::nullopt;
@@ -769,16 +771,17 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
         found_gather{gather_tile{fn, std::move(program), {}, 1, stream, {}, block, source_span}, taken, block_axes});
     kept_cost = cost;
   };
+  const permute_axis& innermost = axes[n - 1];
+  if (innermost.dst_stride == block && block * innermost.extent > max_gather_period_bytes &&
+      lone_elements_make_blocks(width, layout) && !only_blocks) {
+    if (auto program = gather_program_for({}, width, innermost.src_stride, unlined, layout)) {
+      const double cost = gather_cost(*program, innermost.extent * block);
+      consider(found.periodic, periodic_cost, std::move(program), cost, innermost, 1, 0);
+    }
+  }
   for (std::size_t m = 1; m <= n; ++m) {
     const permute_axis& newest = axes[n - m];
     if (newest.dst_stride != block) break;
-    if (m == 1 && block * newest.extent > max_gather_period_bytes && lone_elements_make_blocks(width, layout) &&
-        !only_blocks) {
-      if (auto program = gather_program_for({}, width, newest.src_stride, unlined, layout)) {
-        const double cost = gather_cost(*program, newest.extent * block);
-        consider(found.periodic, periodic_cost, std::move(program), cost, newest, 1, 0);
-      }
-    }
     block *= newest.extent;
     if (block > max_gather_period_bytes) break;
     const std::span<const permute_axis> inner = std::span(axes).subspan(n - m, m);
@@ -1000,11 +1003,10 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   const bool vbmi = level == isa::avx512vbmi;
   // A shuffle that loses to the AVX2 level's plan on a Zen 5 stays, for plan_permute to replace
   // with that plan: where a VBMI gather would beat the shuffle (9-way ones of 8-byte lanes, 2-3
-  // steps per chunk; 8-way de-interleaves of them and of 2-byte lanes, see loses_to_avx2_on_zen5), the AVX2 shuffle
-  // beats the gather too. Same-run A/B on a Zen 5, the 6 grid
-  // cells this changes (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB
-  // and 1 MiB), six alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over
-  // all).
+  // steps per chunk; 8-way de-interleaves of them and of 2-byte lanes, see loses_to_avx2_on_zen5),
+  // the AVX2 shuffle beats the gather too. Same-run A/B on a Zen 5, the 6 grid cells this changes
+  // (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB and 1 MiB), six
+  // alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over all).
   if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && loses_to_avx2_on_zen5(plan)) return;
   auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
     return vbmi ? gather_beats(plan, steps, row_bytes) : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
@@ -1121,13 +1123,16 @@ bool assembles_streamed_deinterleave(const permute_plan& plan) {
 // interleaves of 4-byte lanes (0.91-0.97x) and staged ones of 2-byte lanes (0.90-0.95x), 9- and
 // 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of 8-byte lanes (0.83-1.02x), which
 // keep their AVX-512 plans.
-// The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing, and its
-// output stays in the cache: the shuffles loses_to_avx2_on_intel weighs (else null).
-const shuffle_tile* cached_avx512_shuffle(const permute_plan& plan) {
-  if (!plan.shuffle || plan.shuffle->transposes || plan.shuffle->level != isa::avx512 || output_streams(plan)) {
-    return nullptr;
-  }
+// The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing: the
+// shuffles the loses_to_avx2_on_* rules weigh (else null).
+const shuffle_tile* own_avx512_shuffle(const permute_plan& plan) {
+  if (!plan.shuffle || plan.shuffle->transposes || plan.shuffle->level != isa::avx512) return nullptr;
   return &*plan.shuffle;
+}
+
+// ... whose output stays in the cache: the shuffles loses_to_avx2_on_intel weighs.
+const shuffle_tile* cached_avx512_shuffle(const permute_plan& plan) {
+  return output_streams(plan) ? nullptr : own_avx512_shuffle(plan);
 }
 
 bool loses_to_avx2_on_intel(const permute_plan& plan) {
@@ -1184,11 +1189,8 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // gather streaming its strips before): 1.26-1.56x at 16 MiB (0.42-0.46 -> 0.60-0.64 of memcpy),
 // 1.05-1.13x at 256 MiB, one and two threads, two alternations.
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
-  const shuffle_tile* const shuffle = plan.shuffle ? &*plan.shuffle : nullptr;
-  if (shuffle == nullptr || shuffle->transposes || shuffle->level != isa::avx512 ||
-      shuffle->segment_copy.copy != nullptr) {
-    return false;
-  }
+  const shuffle_tile* const shuffle = own_avx512_shuffle(plan);
+  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
   const std::size_t ways = shuffle->offsets.size();
   const bool vector_per_way = ways == 8 && !shuffle->interleave &&
                               shuffle->run.extent * static_cast<std::int64_t>(plan.width) == 32 &&
