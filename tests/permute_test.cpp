@@ -1813,6 +1813,64 @@ TEST(PermutePlan, InterleavesFarPastTheCacheWalkTheSourceInOrderWhereTheyStream)
   expect_matches_naive_on_one_and_two_threads(bytes, plan, 1, rng);
 }
 
+// Staged interleaves whose output rows follow one another across an outer axis before the
+// repeat's inner one (d2s channels-first K = 3 CRD: rows h * b + bh) take that axis into each call
+// where the output streams, and write whole stretches of output in order (destination_group).
+TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  set_max_isa(isa::avx512);
+  std::mt19937_64 rng(71);
+  const std::vector<int> d2s_channels_first{0, 4, 1, 5, 2, 6, 3};
+  // b3 C16 of bytes, [432, 34, 34, 34] -> [16, 102, 102, 102]: output rows of 102 bytes, a call's
+  // stretch one output plane (3 x 34 rows).
+  const auto planes = packed_transpose({16, 3, 3, 3, 34, 34, 34}, d2s_channels_first, 1);
+  const permute_plan plan = plan_permute(planes, 1);
+  ASSERT_TRUE(plan.shuffle && plan.shuffle->interleave) << describe(plan);
+  EXPECT_EQ(plan.shuffle->destination_group, (permute_axis{3, 3 * 34 * 34 * 34, 102})) << describe(plan);
+  expect_matches_naive_on_one_and_two_threads(planes, plan, 1, rng);
+  // Into a destination off its cache lines, as numpy's 16-byte aligned buffers may be.
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(src.size());
+  permute_naive(planes, src.data(), expected.data(), 1);
+  std::vector<std::byte> shifted(src.size() + 64, std::byte{0x5A});
+  std::byte* const dst = shifted.data() + (37 - reinterpret_cast<std::uintptr_t>(shifted.data()) % 64 + 64) % 64;
+  run_permute(plan, src.data(), dst, 2);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), dst));
+  // b3 C1, [27, 85, 85, 85] -> [1, 255, 255, 255]: an output plane (65 KB) outgrows the buffers,
+  // so calls take parts of one.
+  const auto long_planes = packed_transpose({1, 3, 3, 3, 85, 85, 85}, d2s_channels_first, 1);
+  const permute_plan long_plan = plan_permute(long_planes, 1);
+  ASSERT_TRUE(long_plan.shuffle) << describe(long_plan);
+  EXPECT_EQ(long_plan.shuffle->destination_group.extent, 3) << describe(long_plan);
+  expect_matches_naive_on_one_and_two_threads(long_planes, long_plan, 1, rng);
+  // In the cache (1 MB) the plan stays as it was.
+  const permute_plan cached = plan_permute(packed_transpose({16, 3, 3, 3, 8, 8, 8}, d2s_channels_first, 1), 1);
+  ASSERT_TRUE(cached.shuffle) << describe(cached);
+  EXPECT_EQ(cached.shuffle->destination_group.extent, 1) << describe(cached);
+  // Far past the cache (planned only): 9 source planes at once take the group (b3 C16, 256 MB),
+  // 64 do not (b8 C1, 272 MB).
+  const permute_plan far_b3 = plan_permute(packed_transpose({16, 3, 3, 3, 85, 85, 85}, d2s_channels_first, 1), 1);
+  ASSERT_TRUE(far_b3.shuffle) << describe(far_b3);
+  EXPECT_EQ(far_b3.shuffle->destination_group.extent, 3) << describe(far_b3);
+  const permute_plan far_b8 = plan_permute(packed_transpose({1, 8, 8, 8, 81, 81, 81}, d2s_channels_first, 1), 1);
+  ASSERT_TRUE(far_b8.shuffle) << describe(far_b8);
+  EXPECT_EQ(far_b8.shuffle->destination_group.extent, 1) << describe(far_b8);
+  // At the AVX2 level, segments under 48 bytes keep the plain staging (d2s channels-last K = 3 CRD
+  // b3 C3 of bytes, 16 MB: 9-byte segments); longer ones take the group (C16: 48 bytes).
+  set_max_isa(isa::avx2);
+  const permute_plan short_segments =
+      plan_permute(packed_transpose({59, 59, 59, 3, 3, 3, 3}, d2s_channels_first, 1), 1);
+  ASSERT_TRUE(short_segments.shuffle) << describe(short_segments);
+  EXPECT_EQ(short_segments.shuffle->destination_group.extent, 1) << describe(short_segments);
+  const auto long_segments = packed_transpose({34, 34, 34, 16, 3, 3, 3}, d2s_channels_first, 1);
+  const permute_plan avx2_plan = plan_permute(long_segments, 1);
+  ASSERT_TRUE(avx2_plan.shuffle) << describe(avx2_plan);
+  EXPECT_GT(avx2_plan.shuffle->destination_group.extent, 1) << describe(avx2_plan);
+  expect_matches_naive_on_one_and_two_threads(long_segments, avx2_plan, 1, rng);
+  set_max_isa(isa::avx512vbmi);
+}
+
 // The gather tests run under the cap of each ISA with a gather kernel that the host has: avx2
 // (halves_of_16 programs) and avx512vbmi (pairs_of_64). The cap and the forcing switch are
 // process-wide, so TearDown restores both even when an assertion ends a test early.

@@ -444,6 +444,54 @@ const std::byte* source_end(const shuffle_tile& tile, const std::byte* src) {
   return tile.source_span > 0 ? src + tile.source_span : nullptr;
 }
 
+// A staged interleave writes one segment (an output row) per run, at the repeat's destination
+// strides. Where the output's rows follow one another across an outer axis first (d2s
+// channels-first K = 3: rows h * b + bh, b of them from b different source planes, bh outer), every
+// call wrote every b-th row with ordinary stores, and each line twice where rows end off lines.
+// Such a plan takes that axis into each call (shuffle_tile::destination_group), so that a call
+// lays out whole stretches of the output in order and streams them. Same-run A/B on a Zen 5, the
+// 74 cells of the 16 MiB grid this takes (d2s channels-first K = 3, channels-last K = 3 CRD, NCHW
+// and NHWC CRD b8 of 2-byte elements), two alternations: 1.50x / 1.38x on one / two threads
+// (d2s channels-first K = 3 CRD b4 C16 of bytes 0.30 -> 0.58 of memcpy; b8 C16 of bytes, 64
+// source planes at once in pieces of 169 bytes, 0.65-1.4x on one thread, 1.1-1.5x on two).
+// Far past the cache (the 38 such cells of the 256 MiB grid) it depends on what a call reads.
+// Where each way's source row is 64 KiB or more (channels-first: channel planes), a call reads
+// group extent x ways such rows at once: up to 16 won (b3 / b4, 1.06-1.54x over 10 cells), 64 lost
+// (b8, 0.70-0.90x; 1.10x for CRD C16 of 2-byte elements). Where the rows are short (channels-last
+// K = 3: the group's positions are source pixels, each holding all ways), it won where pixels are
+// 8 KiB or more apart (b8, and b4 C16 of 8-byte elements: 1.08-2.03x over 7 cells) and went both
+// ways below (0.72-1.77x over 21: b3 C16 of 4-byte elements 0.72x, b4 C16 of bytes 1.77x).
+constexpr std::int64_t min_far_destination_group_plane_bytes = std::int64_t{64} << 10;
+constexpr std::int64_t max_far_destination_group_planes = 16;
+constexpr std::int64_t min_far_destination_group_pixel_bytes = 8192;
+// At the AVX2 level (the same 16 MiB A/B under REGRID_MAX_ISA=avx2, 59 cells: 1.51x / 1.40x),
+// segments under 48 bytes went both ways (0.51-2.26x over 22 cells: channels-last K = 3 C3 of
+// bytes b2 / b3 0.51-0.56x); from 48 bytes on 0.77-2.8x, one cell under 0.95x.
+constexpr std::int64_t min_avx2_destination_group_segment_bytes = 48;
+
+void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t segment_bytes, bool far) {
+  if (planning_isa() == isa::avx2 && segment_bytes < min_avx2_destination_group_segment_bytes) return;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  const std::int64_t way_row_bytes = segment_bytes / ways * tile.repeat.inner.extent * tile.repeat.outer.extent;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const permute_axis axis = rest[i];
+    const std::int64_t stretch = axis.extent * segment_bytes;
+    if (axis.extent < 2 || axis.dst_stride != segment_bytes || stretch != tile.repeat.inner.dst_stride ||
+        stretch > staging_bytes) {
+      continue;
+    }
+    if (far && (way_row_bytes >= min_far_destination_group_plane_bytes
+                    ? axis.extent * ways > max_far_destination_group_planes
+                    : magnitude(axis.src_stride) < min_far_destination_group_pixel_bytes)) {
+      return;
+    }
+    tile.destination_group = axis;
+    for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
+    rest.pop_back();
+    return;
+  }
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -622,6 +670,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
         (whole_vectors || short_halves) && ways < 16 && (best->interleave || ways < 8 || !output_streams(plan))) {
       tile.segmented =
           segmented_shuffle_kernel_avx2(plan.width, ways, best->interleave, static_cast<std::int64_t>(segment_bytes));
+    }
+    if (best->interleave && output_streams(plan) && tile.segmented == nullptr) {
+      take_destination_group(tile, rest, static_cast<std::int64_t>(segment_bytes), far_past_the_cache(plan));
     }
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
@@ -1522,6 +1573,21 @@ void for_each_item(const axis_list& outer, std::int64_t items_per_outer, std::in
   }
 }
 
+// A staging buffer's `planes` planes of rows x cols segments, one after another, copied to the
+// given strides.
+tile_shape from_staged_planes(std::int64_t planes, std::int64_t rows, std::int64_t cols, std::int64_t segment,
+                              std::int64_t dst_plane, std::int64_t dst_row, std::int64_t dst_col) {
+  return {.planes = planes,
+          .rows = rows,
+          .cols = cols,
+          .src_plane = rows * cols * segment,
+          .src_row = cols * segment,
+          .src_col = segment,
+          .dst_plane = dst_plane,
+          .dst_row = dst_row,
+          .dst_col = dst_col};
+}
+
 // The same tile walked with its planes axis innermost: (rows, cols, planes).
 tile_shape planes_innermost(const tile_shape& t) {
   return {.planes = t.rows,
@@ -1591,15 +1657,8 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
       // a line or more (0.72-0.82x).
       const bool fills_lines =
           group.extent >= 4 && segment < 64 && near_plane == segment && group.extent * segment == near(repeat.inner);
-      const tile_shape by_plane{.planes = group.extent,
-                                .rows = rows,
-                                .cols = cols,
-                                .src_plane = plane_bytes,
-                                .src_row = cols * segment,
-                                .src_col = segment,
-                                .dst_plane = near_plane,
-                                .dst_row = near(repeat.outer),
-                                .dst_col = near(repeat.inner)};
+      const tile_shape by_plane =
+          from_staged_planes(group.extent, rows, cols, segment, near_plane, near(repeat.outer), near(repeat.inner));
       const tile_shape unpack = fills_lines ? planes_innermost(by_plane) : by_plane;
       tile.segment_copy.copy(buffer, dst + near_offset, unpack, static_cast<std::size_t>(segment));
     } else {
@@ -1681,6 +1740,51 @@ constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
 // With two or more threads, blocks are cut smaller where there would be fewer work items than this
 // per thread (a tensor of one block gave the second thread nothing to do).
 constexpr std::int64_t min_staged_items_per_thread = 4;
+
+// A staged interleave with a destination group (shuffle_tile::destination_group): each work item
+// shuffles the group's positions of a batch into the buffer, plane after plane, copies the
+// segments into destination order in a second buffer and streams that stretch out. A batch is
+// whole inner rows where they fit both buffers, else part of one.
+void run_staged_in_destination_order(const permute_plan& plan, const std::byte* src, std::byte* dst,
+                                     const work_split& split, std::int64_t outer_count) {
+  const shuffle_tile& tile = *plan.shuffle;
+  const permute_axis& group = tile.destination_group;
+  const shuffle_repeat& repeat = tile.repeat;
+  const std::int64_t segment =
+      tile.run.extent * static_cast<std::int64_t>(plan.width) * static_cast<std::int64_t>(tile.offsets.size());
+  const std::int64_t stretch = group.extent * segment;  // one inner position's output
+  const std::int64_t inner = repeat.inner.extent;
+  const std::int64_t cols_per_batch = std::min(inner, staging_bytes / stretch);
+  const std::int64_t col_batches = (inner + cols_per_batch - 1) / cols_per_batch;
+  const std::int64_t rows_per_batch =
+      col_batches > 1 ? 1 : std::clamp<std::int64_t>(staging_bytes / (stretch * inner), 1, repeat.outer.extent);
+  const std::int64_t row_batches = (repeat.outer.extent + rows_per_batch - 1) / rows_per_batch;
+  const std::byte* const src_end = source_end(tile, src);
+  split_items(outer_count * row_batches * col_batches, split, [&](std::int64_t begin, std::int64_t end) {
+    alignas(64) std::byte planes[staging_bytes + staging_slack_bytes];
+    alignas(64) std::byte ordered[staging_bytes + staging_slack_bytes];
+    for_each_item(plan.outer, row_batches * col_batches, begin, end,
+                  [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
+                    const std::int64_t o = item / col_batches * rows_per_batch;
+                    const std::int64_t i = item % col_batches * cols_per_batch;
+                    const std::int64_t rows = std::min(rows_per_batch, repeat.outer.extent - o);
+                    const std::int64_t cols = std::min(cols_per_batch, inner - i);
+                    const std::int64_t plane_bytes = rows * cols * segment;
+                    const shuffle_repeat per_plane{.inner = {group.extent, group.src_stride, plane_bytes},
+                                                   .readable_end = src_end};
+                    tile.fn(src + src_offset + o * repeat.outer.src_stride + i * repeat.inner.src_stride, planes,
+                            rows * cols * tile.run.extent, tile.offsets.data(), per_plane);
+                    const tile_shape in_order = planes_innermost(
+                        from_staged_planes(group.extent, rows, cols, segment, segment, cols * stretch, stretch));
+                    tile.segment_copy.copy(planes, ordered, in_order, static_cast<std::size_t>(segment));
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                      stream_copy(dst + dst_offset + (o + r) * repeat.outer.dst_stride + i * stretch,
+                                  ordered + r * cols * stretch, static_cast<std::size_t>(cols * stretch));
+                    }
+                  });
+    stream_fence();
+  });
+}
 
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, const work_split& split,
                      std::int64_t outer_count) {
@@ -1827,6 +1931,10 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     });
     return;
   }
+  if (plan.shuffle && plan.shuffle->destination_group.extent > 1) {
+    run_staged_in_destination_order(plan, src, dst, split, outer_count);
+    return;
+  }
   if (plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) {
     run_staged_plan(plan, src, dst, split, outer_count);
     return;
@@ -1959,7 +2067,11 @@ std::string describe(const permute_plan& plan) {
             (plan.shuffle->segmented != nullptr           ? std::string(" segmented")
              : plan.shuffle->segment_copy.copy != nullptr ? std::string(" staged by ") + plan.shuffle->segment_copy.name
                                                           : std::string()) +
-            (plan.shuffle->repeat.streaming ? " streaming" : "") + (plan.shuffle->repeat.assembled ? " assembled" : "");
+            (plan.shuffle->repeat.streaming ? " streaming" : "") +
+            (plan.shuffle->repeat.assembled ? " assembled" : "") +
+            (plan.shuffle->destination_group.extent > 1
+                 ? " in destination order across " + axis_text(plan.shuffle->destination_group)
+                 : std::string());
   } else {
     text += "] ";
     if (plan.plane.extent > 1) text += "plane " + axis_text(plan.plane) + " ";

@@ -204,6 +204,13 @@ struct shuffle_tile {
   /// choose_shuffle) where the shuffle walks the near side's segments in place instead: no buffer,
   /// one pass (segment_copy stays set, for the rules that ask whether the plan stages).
   segmented_shuffle_fn segmented = nullptr;
+  /// Set (extent > 1; staged interleaves whose output streams) where the segments continue one
+  /// another on the destination across this axis and then across repeat.inner (dst stride = the
+  /// segment's bytes, extent * segment = repeat.inner's dst stride): d2s channels-first K = 3, whose
+  /// output rows h * b + bh are b calls apart. Each call then shuffles every position of it, lays
+  /// the segments out in destination order and streams that stretch of output. Not among the
+  /// plan's outer axes.
+  permute_axis destination_group;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
   /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
   /// everything in between belongs to the caller's source buffer, so kernels may read it.
