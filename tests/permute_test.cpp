@@ -1856,6 +1856,20 @@ TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
   const permute_plan far_b8 = plan_permute(packed_transpose({1, 8, 8, 8, 81, 81, 81}, d2s_channels_first, 1), 1);
   ASSERT_TRUE(far_b8.shuffle) << describe(far_b8);
   EXPECT_EQ(far_b8.shuffle->destination_group.extent, 1) << describe(far_b8);
+  // On a Zen 5 such plans keep the AVX-512 staging where the AVX2 level's in-place walk of segments
+  // would otherwise replace it, below 64 MiB (d2s channels-first K = 3 CRD b8 C16 of 4-byte
+  // elements: 17 MB, and 262 MB planned only).
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  const auto eights = packed_transpose({16, 8, 8, 8, 8, 8, 8}, d2s_channels_first, 4);
+  const permute_plan zen5_grouped = plan_permute(eights, 4);
+  ASSERT_TRUE(zen5_grouped.shuffle) << describe(zen5_grouped);
+  EXPECT_EQ(zen5_grouped.shuffle->destination_group.extent, 8) << describe(zen5_grouped);
+  EXPECT_EQ(zen5_grouped.shuffle->level, isa::avx512) << describe(zen5_grouped);
+  expect_matches_naive_on_one_and_two_threads(eights, zen5_grouped, 4, rng);
+  const permute_plan zen5_far = plan_permute(packed_transpose({16, 8, 8, 8, 20, 20, 20}, d2s_channels_first, 4), 4);
+  ASSERT_TRUE(zen5_far.shuffle) << describe(zen5_far);
+  EXPECT_NE(zen5_far.shuffle->segmented, nullptr) << describe(zen5_far);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
   // At the AVX2 level, segments under 48 bytes keep the plain staging (d2s channels-last K = 3 CRD
   // b3 C3 of bytes, 16 MB: 9-byte segments); longer ones take the group (C16: 48 bytes).
   set_max_isa(isa::avx2);

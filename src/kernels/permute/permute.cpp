@@ -1274,6 +1274,23 @@ bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
   return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
 }
 
+// Staged AVX-512 interleaves that stream a destination group (take_destination_group) keep their
+// plan on Zen 5 where the rules above would take the AVX2 level's in-place walk of segments, for
+// elements of 2 bytes or more in groups of up to 64 positions, below 64 MiB. Same-run A/B there,
+// the 36 cells of the 16 MiB grid this changes (d2s channels-first K = 3 b4 / b8, channels-last
+// K = 3 CRD b3-b8 of 3-4 channels), two alternations: 1.38x / 1.22x on one / two threads (0.98-2.6x
+// / 0.77-2.3x; d2s channels-first K = 3 CRD b8 C16 of 4-byte elements 0.44 -> 0.70 of memcpy).
+// Bytes went both ways (0.51-1.44x over 20 cells), as did groups of over 100 positions (d2s NHWC
+// CRD b8 of 4-byte elements, 0.63-1.32x); at 256 MiB the segments won 6 of the 7 cells it would
+// change (0.69-0.93x, and 1.50x for channels-last K = 3 CRD b8 C3 of 8-byte elements).
+constexpr std::int64_t max_grouped_positions_over_avx2_segments = 64;
+
+bool streams_grouped_on_zen5(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->destination_group.extent > 1 &&
+         plan.shuffle->destination_group.extent <= max_grouped_positions_over_avx2_segments && plan.width >= 2 &&
+         !far_past_the_cache(plan);
+}
+
 // Staged 2-way AVX-512 interleaves whose output streams lose on Zen 5 to the AVX2 level's plan
 // where that plan interleaves in place, unstaged and unsegmented (it takes both halves of each
 // output row into one call, whose rows then stream whole; the staged one writes every other row).
@@ -1333,8 +1350,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     } else {
       // Staged AVX-512 shuffles whose AVX2 plan, made once, walks the segments in place or
       // interleaves unstaged.
-      const bool segments_win = (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
-                                (zen5 && stages_where_avx2_segments_win_on_zen5(plan));
+      const bool segments_win =
+          (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+          (zen5 && stages_where_avx2_segments_win_on_zen5(plan) && !streams_grouped_on_zen5(plan));
       const bool direct_wins = zen5 && stages_where_avx2_direct_wins_on_zen5(plan);
       if (segments_win || direct_wins) {
         permute_plan avx2_plan = plan_as_avx2();
