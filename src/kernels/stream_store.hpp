@@ -20,6 +20,12 @@ inline constexpr std::size_t streaming_output_bytes = std::size_t{12} << 20;
 /// thread may read what was written.
 void stream_copy(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept;
 
+/// stream_copy writing each whole 64-byte line of the destination with one streaming store, and
+/// the partial first and last lines (a copy starting or ending off a line) with masked ordinary
+/// stores: stream_copy's 16-byte streaming stores write such lines in part, which write-combining
+/// flushes as partial lines. Needs AVX-512 BW: callers check the active ISA (runtime::active_isa).
+void stream_copy_lines_avx512(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept;
+
 /// Orders this thread's streaming stores before its later stores (an sfence on x86).
 void stream_fence() noexcept;
 

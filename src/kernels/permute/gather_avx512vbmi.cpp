@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "kernels/permute/gather.hpp"
-#include "kernels/stream_lines_avx512.hpp"
 #include "kernels/stream_store.hpp"
 
 namespace regrid::kernels {
@@ -385,7 +384,7 @@ void run_strip(const gather_program& program, const gather_rows& rows, const str
 // 1.15x in a later A/B: see streamed_gather_output_bytes_on); the 22 of one chunk per period lost
 // (0.96x), their chunk-major walk being in order already. On an Emerald Rapids Xeon: 1.42x at
 // 256 MiB (the 31 s2d NHWC CRD gather cells), 0.85x at 16 MiB. The AVX2 gather lost so on the
-// Zen 5 (0.90x at 16 MiB). The strip goes out in whole lines (stream_copy_lines): strips start at
+// Zen 5 (0.90x at 16 MiB). The strip goes out in whole lines (stream_copy_lines_avx512): strips start at
 // a period, off a line wherever rows are not whole lines, and stream_copy's 16-byte streaming
 // stores then wrote each strip's first and last lines in part. Same-run A/B on a Zen 5, the 147
 // gather cells of the 16 MiB grid, four alternations: 1.06x / 1.04x on one / two threads (rows
@@ -408,13 +407,14 @@ void run_strip_streamed(const gather_program& program, const gather_rows& rows, 
   run_strip(program, packed, into, packed_groups, src_end);
   std::byte* const dst = part.dst + part.first_period * program.period_dst_bytes;
   if (rows.dst_stride == row_bytes && (groups.count == 1 || groups.dst_stride == part.rows * row_bytes)) {
-    stream_copy_lines(dst, buffer, static_cast<std::size_t>(groups.count * part.rows * row_bytes));
+    stream_copy_lines_avx512(dst, buffer, static_cast<std::size_t>(groups.count * part.rows * row_bytes));
     return;
   }
   const std::byte* from = buffer;
   for (std::int64_t g = 0; g < groups.count; ++g) {
     for (std::int64_t r = 0; r < part.rows; ++r, from += row_bytes) {
-      stream_copy_lines(dst + g * groups.dst_stride + r * rows.dst_stride, from, static_cast<std::size_t>(row_bytes));
+      stream_copy_lines_avx512(dst + g * groups.dst_stride + r * rows.dst_stride, from,
+                               static_cast<std::size_t>(row_bytes));
     }
   }
 }
