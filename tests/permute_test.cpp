@@ -1844,6 +1844,15 @@ TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
   ASSERT_TRUE(long_plan.shuffle) << describe(long_plan);
   EXPECT_EQ(long_plan.shuffle->destination_group.extent, 3) << describe(long_plan);
   expect_matches_naive_on_one_and_two_threads(long_planes, long_plan, 1, rng);
+  // 4-way interleaves of 1- and 2-byte elements stage so rather than assemble their output vectors
+  // where the output streams, below 64 MiB (d2s channels-first K = 3 DCR b4 C16 of 2-byte elements,
+  // [1024, 20, 20, 20] -> [16, 80, 80, 80]).
+  const auto fours = packed_transpose({4, 4, 4, 16, 20, 20, 20}, {3, 4, 0, 5, 1, 6, 2}, 2);
+  const permute_plan four_plan = plan_permute(fours, 2);
+  ASSERT_TRUE(four_plan.shuffle) << describe(four_plan);
+  EXPECT_FALSE(four_plan.shuffle->repeat.assembled) << describe(four_plan);
+  EXPECT_EQ(four_plan.shuffle->destination_group.extent, 4) << describe(four_plan);
+  expect_matches_naive_on_one_and_two_threads(fours, four_plan, 2, rng);
   // In the cache (1 MB) the plan stays as it was.
   const permute_plan cached = plan_permute(packed_transpose({16, 3, 3, 3, 8, 8, 8}, d2s_channels_first, 1), 1);
   ASSERT_TRUE(cached.shuffle) << describe(cached);

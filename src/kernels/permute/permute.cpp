@@ -150,8 +150,17 @@ std::atomic<bool> assembled_forced{false};
 
 // `continued_bytes`: how far each far-side row continues over the repeat axis that continues it;
 // `call_bytes`: how much of each far-side row one kernel call moves.
+//
+// Interleaves whose output streams but stays under 64 MiB stage instead, and so stream their
+// output in order where a destination group exists (take_destination_group): same-run A/B on a
+// Zen 5, the 18 cells of the 16 MiB grid this changes (d2s channels-first K = 3 b4 of 1- and
+// 2-byte elements, 17 of them grouped; d2s NHWC CRD b8 C4 of 2-byte elements, now a gather), two
+// alternations: 1.38x / 1.19x on one / two threads (d2s channels-first K = 3 DCR b4 C16 of 2-byte
+// elements 0.29 -> 0.54-0.70 of memcpy; C1 0.88-1.14x). At 256 MiB the same 14 cells went 0.79x /
+// 0.87x (0.55-1.42x).
 bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, std::int64_t run_bytes,
-                       std::int64_t continued_bytes, std::int64_t call_bytes, bool output_streams) {
+                       std::int64_t continued_bytes, std::int64_t call_bytes, bool output_streams,
+                       bool far_past_cache) {
   const isa needed = width == 1 ? isa::avx512vbmi : isa::avx512;
   if (planning_isa() < needed || (ways != 2 && ways != 4 && ways != 8)) return false;
   if (assembled_forced.load(std::memory_order_relaxed)) return true;
@@ -159,6 +168,7 @@ bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, st
     return ways == 8 && output_streams && continued_bytes < max_assembled_deinterleave_row_bytes &&
            call_bytes > min_assembled_deinterleave_call_bytes;
   }
+  if (output_streams && !far_past_cache) return false;
   const std::int64_t min_run = width == 2 ? min_assembled_word_run_bytes : min_assembled_run_bytes;
   return ways == 4 && width <= 2 && run_bytes >= min_run;
 }
@@ -627,10 +637,11 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // or a gather won, it lost or tied (0.79-1.08x over the 10 such grid cells of 4-way interleaves).
   const std::size_t continuing =
       find_continuing(rest, best->interleave, best_run_bytes, [](std::size_t) { return false; });
-  const bool assembled = would_stage && continuing != rest.size() &&
-                         assembles_shuffle(plan.width, best->ways, best->interleave, best_run_bytes,
-                                           best_run_bytes * rest[continuing].extent,
-                                           run_bytes * direct.inner.extent * direct.outer.extent, output_streams(plan));
+  const bool assembled =
+      would_stage && continuing != rest.size() &&
+      assembles_shuffle(plan.width, best->ways, best->interleave, best_run_bytes,
+                        best_run_bytes * rest[continuing].extent, run_bytes * direct.inner.extent * direct.outer.extent,
+                        output_streams(plan), far_past_the_cache(plan));
   if (assembled) {
     kernel = select_shuffle(plan.width, best->ways, best->interleave, wide_eight_byte, true);
     tile.fn = kernel.fn;
