@@ -1229,11 +1229,18 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   const permute_plan zen5_streamed_eight_ways = zen5_plan_is_avx2(streamed_eight_ways, 2);
   EXPECT_TRUE(zen5_streamed_eight_ways.streams) << describe(zen5_streamed_eight_ways);
   EXPECT_EQ(kernel_name(zen5_streamed_eight_ways), "deinterleave8_x16_avx2") << describe(zen5_streamed_eight_ways);
-  // Staged 2-way interleaves whose output streams (d2s channels-first K = 3 CRD b2 C16 of bytes,
-  // 17 MB) take the AVX2 level's in-place interleave (stages_where_avx2_direct_wins_on_zen5).
-  const auto streamed_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);
+  // Staged 2-way interleaves whose output streams past 64 MiB (d2s channels-first K = 3 CRD b2 C64
+  // of bytes, 262 MB, planned only) take the AVX2 level's in-place interleave
+  // (stages_where_avx2_direct_wins_on_zen5); below it (C16, 17 MB) they keep their destination
+  // group.
+  const auto streamed_pairs = packed_transpose({64, 2, 2, 2, 80, 80, 80}, {0, 4, 1, 5, 2, 6, 3}, 1);
   const permute_plan zen5_pairs = zen5_plan_is_avx2(streamed_pairs, 1);
   EXPECT_EQ(kernel_name(zen5_pairs), "interleave2_x8_avx2") << describe(zen5_pairs);
+  const auto grouped_pairs = packed_transpose({16, 2, 2, 2, 51, 51, 51}, {0, 4, 1, 5, 2, 6, 3}, 1);
+  const permute_plan zen5_grouped_pairs = plan_permute(grouped_pairs, 1);
+  ASSERT_TRUE(zen5_grouped_pairs.shuffle) << describe(zen5_grouped_pairs);
+  EXPECT_EQ(zen5_grouped_pairs.shuffle->destination_group.extent, 2) << describe(zen5_grouped_pairs);
+  expect_matches_naive_on_one_and_two_threads(grouped_pairs, zen5_grouped_pairs, 1, rng);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
   const permute_plan zen4_pairs = plan_permute(streamed_pairs, 1);
   ASSERT_TRUE(zen4_pairs.shuffle) << describe(zen4_pairs);

@@ -1310,9 +1310,16 @@ bool streams_grouped_on_zen5(const permute_plan& plan) {
 // 1.36x / 1.44x on one / two threads (10 cells 1.1-2.1x, d2s CF-K3 DCR b2 C4 and C16 of bytes
 // 0.77-1.0x); at 256 MiB only C64 of bytes changes, CRD 1.61-1.69x, DCR 0.70-0.79x. The same
 // A/B for 4 ways went both ways (0.57-1.60x over 10 cells) and is left out.
+// Below 64 MiB, staged plans that stream a destination group (take_destination_group) keep it:
+// same-run A/B on a Zen 5, the 14 such cells of the 16 MiB grid, four alternations: 1.33x / 1.00x
+// on one / two threads, consistent per cell (1T 0.90-2.23x, 2T 0.76-1.69x: the cells where the
+// AVX2 plan ran at 0.3-0.45 of memcpy gained on both, e.g. d2s channels-first K = 3 CRD b2 C16 of
+// 2-byte elements 0.33 -> 0.95, those where it ran at 0.5-0.7 lost 0.76-0.87x on two threads). At
+// 256 MiB the two such cells split (C64 of bytes: DCR 1.82x, CRD 0.80x) and keep the AVX2 plan.
 bool stages_where_avx2_direct_wins_on_zen5(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
-         plan.shuffle->interleave && plan.shuffle->offsets.size() == 2 && output_streams(plan);
+         plan.shuffle->interleave && plan.shuffle->offsets.size() == 2 && output_streams(plan) &&
+         (plan.shuffle->destination_group.extent == 1 || far_past_the_cache(plan));
 }
 
 }  // namespace
