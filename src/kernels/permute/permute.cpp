@@ -270,6 +270,14 @@ std::size_t find_continuing(const axis_list& axes, bool interleave, std::int64_t
   return axes.size();
 }
 
+// Removes axes[i], keeping the others' order, and returns it.
+permute_axis take_axis(axis_list& axes, std::size_t i) {
+  const permute_axis axis = axes[i];
+  for (std::size_t j = i + 1; j < axes.size(); ++j) axes[j - 1] = axes[j];
+  axes.pop_back();
+  return axis;
+}
+
 // The repeat a shuffle call walks, taken off the back of `axes` (innermost last): the innermost
 // axis, and the next one too when one pass over the first moves under short_call_bytes of
 // positions of `position_bytes` each, so that one call moves a useful amount of data.
@@ -495,9 +503,7 @@ void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t se
                     : magnitude(axis.src_stride) < min_far_destination_group_pixel_bytes)) {
       return;
     }
-    tile.destination_group = axis;
-    for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
-    rest.pop_back();
+    tile.destination_group = take_axis(rest, i);
     return;
   }
 }
@@ -589,10 +595,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   auto take_continuing = [&](std::int64_t far_stride) -> std::optional<permute_axis> {
     const std::size_t i = find_continuing(rest, best->interleave, far_stride, [](std::size_t) { return false; });
     if (i == rest.size()) return std::nullopt;
-    const permute_axis axis = rest[i];
-    for (std::size_t j = i + 1; j < rest.size(); ++j) rest[j - 1] = rest[j];
-    rest.pop_back();
-    return axis;
+    return take_axis(rest, i);
   };
   // The direct plan walks the innermost remaining axes (the destination's order) inside the call.
   axis_list direct_rest = rest;
@@ -1296,10 +1299,14 @@ bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
 // change (0.69-0.93x, and 1.50x for channels-last K = 3 CRD b8 C3 of 8-byte elements).
 constexpr std::int64_t max_grouped_positions_over_avx2_segments = 64;
 
+// The plan streams a destination group below 64 MiB, where the Zen 5's rules keep it.
+bool groups_within_reach(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->destination_group.extent > 1 && !far_past_the_cache(plan);
+}
+
 bool streams_grouped_on_zen5(const permute_plan& plan) {
-  return plan.shuffle && plan.shuffle->destination_group.extent > 1 &&
-         plan.shuffle->destination_group.extent <= max_grouped_positions_over_avx2_segments && plan.width >= 2 &&
-         !far_past_the_cache(plan);
+  return groups_within_reach(plan) &&
+         plan.shuffle->destination_group.extent <= max_grouped_positions_over_avx2_segments && plan.width >= 2;
 }
 
 // Staged 2-way AVX-512 interleaves whose output streams lose on Zen 5 to the AVX2 level's plan
@@ -1319,7 +1326,7 @@ bool streams_grouped_on_zen5(const permute_plan& plan) {
 bool stages_where_avx2_direct_wins_on_zen5(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
          plan.shuffle->interleave && plan.shuffle->offsets.size() == 2 && output_streams(plan) &&
-         (plan.shuffle->destination_group.extent == 1 || far_past_the_cache(plan));
+         !groups_within_reach(plan);
 }
 
 }  // namespace
