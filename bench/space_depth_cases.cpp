@@ -233,10 +233,16 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
     body();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  // Warm both (page faults, caches), then interleave so drift hits both equally.
-  copy();
-  run();
-  if (with_vector_copy) copy_with_vectors();
+  // Warm both (page faults, caches), then interleave so drift hits both equally. Calls come back
+  // to back for at least warm_up_seconds first: a pool worker that went to sleep while the last
+  // case ran takes 50-200 us to wake in a VM, longer than a whole case of 64 KiB lasts, so that
+  // without this such cases on two threads timed the calling thread alone.
+  const auto warm_start = std::chrono::steady_clock::now();
+  do {
+    copy();
+    run();
+    if (with_vector_copy) copy_with_vectors();
+  } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count() < warm_up_seconds);
   // Small cases repeat inside each sample so that a sample lasts at least ~0.2 ms.
   const int inner = static_cast<int>(std::clamp<std::int64_t>((256 << 10) / std::max<std::int64_t>(c.bytes, 1), 1, 64));
   // Each sample follows untimed calls of its own kind, so that it finds the caches as its own

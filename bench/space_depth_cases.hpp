@@ -77,6 +77,11 @@ void vector_copy(std::byte* dst, const std::byte* src, std::size_t bytes) noexce
 inline constexpr int settling_calls_per_sample = 2;
 inline constexpr std::int64_t warm_state_free_bytes = std::int64_t{64} << 20;
 
+/// Before its samples, a case calls memcpy and the op alternately for at least this long (at
+/// least once each), so that the thread pool's workers are awake and polling, as they are for
+/// calls that come back to back.
+inline constexpr double warm_up_seconds = 0.002;
+
 /// Times one case with `threads` threads (memcpy runs split over as many threads). The output,
 /// and memcpy's destination, start `dst_offset_bytes` past a 64-byte boundary, as the 16-byte
 /// aligned buffers of numpy's `out=` arrays do (a multiple of max_grid_element_bytes below 64).
