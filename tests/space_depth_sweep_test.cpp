@@ -198,6 +198,47 @@ TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
   set_num_threads(saved);
 }
 
+// Tensors just over the size from which work is shared (64 KiB): cut into work items of an
+// eighth of the tensor on two threads (a twelfth on three), for each kind of plan: run copies,
+// shuffles, staged shuffles, the byte gather, one contiguous run.
+TEST(SpaceDepthThreads, TensorsJustOverTheSharingSizeMatchAcrossThreadCounts) {
+  std::mt19937_64 rng(64);
+  const int saved = num_threads();
+  struct small_case {
+    layout memory_layout;
+    mode order;
+    dtype type;
+    shape_t space_shape;
+    std::int64_t block;
+  };
+  const small_case cases[] = {
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 32, 40, 64}, 2},                 // run copies
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 64, 64, 16}, 2},                 // interleaves
+      {layout::nchw, mode::crd, dtype::float32, {1, 4, 64, 64}, 2},                // de-interleaves
+      {layout::nhwc, mode::crd, dtype::uint8, {1, 150, 150, 3}, 3},                // byte gather
+      {layout::channels_first, mode::dcr, dtype::float16, {1, 4, 24, 24, 24}, 2},  // staged
+      {layout::channels_last, mode::crd, dtype::int32, {1, 16, 16, 16, 4}, 2},
+      {layout::channels_last, mode::dcr, dtype::int32, {1, 20000, 1}, 1},  // one contiguous run
+  };
+  for (const auto& c : cases) {
+    const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
+    const tensor x = random_tensor(c.type, c.space_shape, rng);
+    const shape_t depth_shape = space_to_depth_shape(c.space_shape, options);
+    tensor expected(c.type, depth_shape);
+    reference::space_to_depth(x, expected.mutable_view(), options);
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      tensor depth = filled_tensor(c.type, depth_shape, std::byte{0x5a});
+      space_to_depth(x, depth.mutable_view(), options);
+      EXPECT_TRUE(same_bytes(depth, expected)) << to_string(c.memory_layout) << " threads " << threads;
+      tensor space = filled_tensor(c.type, c.space_shape, std::byte{0xa5});
+      depth_to_space(expected, space.mutable_view(), options);
+      EXPECT_TRUE(same_bytes(space, x)) << to_string(c.memory_layout) << " threads " << threads;
+    }
+  }
+  set_num_threads(saved);
+}
+
 // Small channels-first K = 3 DCR depth_to_space tensors (the benchmark grid's 64 KiB cells of
 // blocks 4 and 8): staged interleaves whose groups of 4-8 positions share each output line, the
 // segments copied out group-innermost (permute.cpp, run_staged), == reference on 1 and 2 threads.

@@ -26,6 +26,11 @@ namespace {
 constexpr std::int64_t min_parallel_bytes = 64 * 1024;
 // Rows handed to the tile kernel at once: about this many bytes of output.
 constexpr std::int64_t bytes_per_work_item = 64 * 1024;
+// With more than one thread, work items are cut to at most 1 / (threads x this) of the tensor
+// (and no less than min_work_item_bytes), so that a tensor of 64 KiB-512 KiB does not make one
+// item that a single thread runs while the others wait.
+constexpr std::int64_t min_items_per_thread = 4;
+constexpr std::int64_t min_work_item_bytes = 4 * 1024;
 // A gather call whose rows hold fewer bytes than this also walks the innermost outer axis, as
 // groups of rows: each chunk's set-up (its steps' indices, windows and masks) then serves more
 // rows. Same-run A/B against one call per outer position, the 86 grid cells whose rows held under
@@ -1143,8 +1148,8 @@ void force_gather_for_testing(gather_forcing forcing) noexcept {
 
 namespace {
 
-// The work items of an unstaged shuffle plan (see shuffle_split).
-shuffle_split split_of(const permute_plan& plan) {
+// The work items of an unstaged shuffle plan (see shuffle_split), of about item_bytes each.
+shuffle_split split_of(const permute_plan& plan, std::int64_t item_bytes = bytes_per_work_item) {
   const shuffle_tile& tile = *plan.shuffle;
   const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
   const std::int64_t call_bytes = run_bytes * tile.repeat.inner.extent;
@@ -1154,9 +1159,8 @@ shuffle_split split_of(const permute_plan& plan) {
   shuffle_split split;
   split.chunk = tile.repeat.inner.extent > 1 || two_levels
                     ? tile.run.extent
-                    : std::clamp<std::int64_t>(bytes_per_work_item / (run_bytes / tile.run.extent), 1, tile.run.extent);
-  split.per_item =
-      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
+                    : std::clamp<std::int64_t>(item_bytes / (run_bytes / tile.run.extent), 1, tile.run.extent);
+  split.per_item = std::clamp<std::int64_t>(item_bytes / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
   split.run_items = (tile.run.extent + split.chunk - 1) / split.chunk;
   split.items_per_outer = split.run_items * ((split_axis.extent + split.per_item - 1) / split.per_item);
   return split;
@@ -1754,10 +1758,12 @@ void run_lined_rows(const gather_tile& tile, const gather_rows& rows, std::int64
   }
 }
 
-// How a call's work is shared: at most `threads` parts, and whether sleeping workers are woken.
+// How a call's work is shared: at most `threads` parts, whether sleeping workers are woken, and
+// about how many output bytes make one work item.
 struct work_split {
   int threads = 1;
   runtime::sleeping_workers sleeping = runtime::sleeping_workers::wake;
+  std::int64_t item_bytes = bytes_per_work_item;
 };
 
 // parallel_for without the pool (and its std::function) when one thread does everything.
@@ -1782,7 +1788,7 @@ void split_items(std::int64_t items, const work_split& split, const Body& body) 
 constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
 // With two or more threads, blocks are cut smaller where there would be fewer work items than this
 // per thread (a tensor of one block gave the second thread nothing to do).
-constexpr std::int64_t min_staged_items_per_thread = 4;
+constexpr std::int64_t min_staged_items_per_thread = min_items_per_thread;
 
 // A staged interleave with a destination group (shuffle_tile::destination_group): each work item
 // shuffles the group's positions of a batch into the buffer, plane after plane, copies the
@@ -1853,7 +1859,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
     outer.pop_back();
-    const std::int64_t per_group = std::min(group.extent, staging_bytes / call_bytes);
+    const std::int64_t per_group =
+        std::min({group.extent, staging_bytes / call_bytes, std::max<std::int64_t>(1, split.item_bytes / call_bytes)});
     const std::int64_t groups = (group.extent + per_group - 1) / per_group;
     split_items(outer_count / group.extent * groups, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(
@@ -1897,8 +1904,13 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
-  const work_split split{.threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads),
-                         .sleeping = runtime::sleeping_workers_for_bytes(plan.total_bytes)};
+  const int threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads);
+  const work_split split{
+      .threads = threads,
+      .sleeping = runtime::sleeping_workers_for_bytes(plan.total_bytes),
+      .item_bytes = threads == 1 ? bytes_per_work_item
+                                 : std::clamp<std::int64_t>(plan.total_bytes / (threads * min_items_per_thread),
+                                                            min_work_item_bytes, bytes_per_work_item)};
   std::int64_t outer_count = 1;
   for (const auto& axis : plan.outer) outer_count *= axis.extent;
 
@@ -1911,7 +1923,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t row_bytes = tile.stream.extent * tile.block_bytes;
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
-    const bool split_rows = row_bytes > bytes_per_work_item;
+    const bool split_rows = row_bytes > split.item_bytes;
     // Each chunk of a strip is built at all of its periods in turn, an order the hardware
     // prefetchers do not follow: outside the cache the 77 gather cells of 16 MiB ran 1.12x faster
     // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
@@ -1930,9 +1942,9 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     }
     const std::int64_t row_periods = (row_bytes + period - 1) / period;
     const std::int64_t per_item =
-        grouped      ? std::clamp<std::int64_t>(bytes_per_work_item / rows_bytes, 1, group_axis.extent)
-        : split_rows ? std::max<std::int64_t>(1, bytes_per_work_item / period)
-                     : std::clamp<std::int64_t>(bytes_per_work_item / row_bytes, 1, tile.rows.extent);
+        grouped      ? std::clamp<std::int64_t>(split.item_bytes / rows_bytes, 1, group_axis.extent)
+        : split_rows ? std::max<std::int64_t>(1, split.item_bytes / period)
+                     : std::clamp<std::int64_t>(split.item_bytes / row_bytes, 1, tile.rows.extent);
     const std::int64_t items_per_row = split_rows ? (row_periods + per_item - 1) / per_item : 1;
     const std::int64_t row_items = grouped      ? (group_axis.extent + per_item - 1) / per_item
                                    : split_rows ? tile.rows.extent
@@ -1991,7 +2003,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const shuffle_tile& tile = *plan.shuffle;
     const bool two_levels = tile.repeat.outer.extent > 1;
     const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
-    const auto [chunk, per_item, run_items, items_per_outer] = tile.split;
+    const auto [chunk, per_item, run_items, items_per_outer] =
+        split.item_bytes == bytes_per_work_item ? tile.split : split_of(plan, split.item_bytes);
     // A plan streams de-interleave rows that its strides keep on cache lines, which assumes a
     // destination that starts on a line. One that does not (numpy's buffers are 16-byte aligned)
     // would stream each row's middle lines and write its partial first and last lines with
@@ -2035,7 +2048,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
 
   if (plan.outer.empty() && plan.row.extent == 1 && plan.col.extent == 1) {
     // The whole tensor is one contiguous run.
-    const std::int64_t chunks = std::max<std::int64_t>(1, plan.total_bytes / bytes_per_work_item);
+    const std::int64_t chunks = std::max<std::int64_t>(1, plan.total_bytes / split.item_bytes);
     const std::int64_t parts = std::min<std::int64_t>(chunks, split.threads);
     split_items(parts, split, [&](std::int64_t begin, std::int64_t end) {
       const std::int64_t first = detail::split_point(plan.total_bytes, parts, begin);
@@ -2052,7 +2065,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
   const std::int64_t row_bytes = plan.col.extent * static_cast<std::int64_t>(plan.width);
   const std::int64_t unit_bytes = by_plane ? plan.row.extent * row_bytes : row_bytes;
   const std::int64_t per_item =
-      std::clamp<std::int64_t>(bytes_per_work_item / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
+      std::clamp<std::int64_t>(split.item_bytes / std::max<std::int64_t>(unit_bytes, 1), 1, split_axis.extent);
   const std::int64_t items_per_outer = (split_axis.extent + per_item - 1) / per_item;
   const tile_shape whole{.planes = plan.plane.extent,
                          .rows = plan.row.extent,
