@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -163,63 +164,19 @@ TEST_P(SpaceDepthSweep, StridedAndMisalignedOperands) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, SpaceDepthSweep, ::testing::ValuesIn(make_sweep()), case_name);
 
-// Tensors large enough for the thread pool: multi-threaded == single-threaded == reference.
-TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
-  std::mt19937_64 rng(99);
-  const int saved = num_threads();
-  struct large_case {
-    layout memory_layout;
-    mode order;
-    dtype type;
-    shape_t space_shape;
-    std::int64_t block;
-  };
-  const large_case cases[] = {
-      {layout::nchw, mode::crd, dtype::float32, {2, 3, 96, 128}, 2},
-      {layout::nhwc, mode::dcr, dtype::uint8, {1, 192, 160, 16}, 4},
-      {layout::nhwc, mode::crd, dtype::float16, {3, 64, 96, 5}, 2},
-      {layout::channels_first, mode::dcr, dtype::float64, {1, 2, 24, 24, 24}, 3},
-      {layout::channels_last, mode::dcr, dtype::int32, {1, 300000, 1}, 1},
-  };
-  for (const auto& c : cases) {
-    const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
-    const tensor x = random_tensor(c.type, c.space_shape, rng);
-    const shape_t depth_shape = space_to_depth_shape(c.space_shape, options);
-    tensor expected(c.type, depth_shape);
-    reference::space_to_depth(x, expected.mutable_view(), options);
-    for (int threads : {1, 2, 3}) {
-      set_num_threads(threads);
-      const tensor depth = space_to_depth(x, options);
-      EXPECT_TRUE(same_bytes(depth, expected)) << to_string(c.memory_layout) << " threads " << threads;
-      EXPECT_TRUE(same_bytes(depth_to_space(depth, options), x))
-          << to_string(c.memory_layout) << " threads " << threads;
-    }
-  }
-  set_num_threads(saved);
-}
+// A tensor run through the thread pool's split: space_to_depth and depth_to_space on 1, 2 and 3
+// threads into pre-filled outputs, == reference.
+struct threaded_case {
+  layout memory_layout;
+  mode order;
+  dtype type;
+  shape_t space_shape;
+  std::int64_t block;
+};
 
-// Tensors just over the size from which work is shared (64 KiB): cut into work items of an
-// eighth of the tensor on two threads (a twelfth on three), for each kind of plan: run copies,
-// shuffles, staged shuffles, the byte gather, one contiguous run.
-TEST(SpaceDepthThreads, TensorsJustOverTheSharingSizeMatchAcrossThreadCounts) {
-  std::mt19937_64 rng(64);
+void expect_same_on_one_two_and_three_threads(std::span<const threaded_case> cases, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
   const int saved = num_threads();
-  struct small_case {
-    layout memory_layout;
-    mode order;
-    dtype type;
-    shape_t space_shape;
-    std::int64_t block;
-  };
-  const small_case cases[] = {
-      {layout::nhwc, mode::dcr, dtype::uint8, {1, 32, 40, 64}, 2},                 // run copies
-      {layout::nhwc, mode::dcr, dtype::uint8, {1, 64, 64, 16}, 2},                 // interleaves
-      {layout::nchw, mode::crd, dtype::float32, {1, 4, 64, 64}, 2},                // de-interleaves
-      {layout::nhwc, mode::crd, dtype::uint8, {1, 150, 150, 3}, 3},                // byte gather
-      {layout::channels_first, mode::dcr, dtype::float16, {1, 4, 24, 24, 24}, 2},  // staged
-      {layout::channels_last, mode::crd, dtype::int32, {1, 16, 16, 16, 4}, 2},
-      {layout::channels_last, mode::dcr, dtype::int32, {1, 20000, 1}, 1},  // one contiguous run
-  };
   for (const auto& c : cases) {
     const space_depth_options options{.block_size = c.block, .layout = c.memory_layout, .mode = c.order};
     const tensor x = random_tensor(c.type, c.space_shape, rng);
@@ -237,6 +194,34 @@ TEST(SpaceDepthThreads, TensorsJustOverTheSharingSizeMatchAcrossThreadCounts) {
     }
   }
   set_num_threads(saved);
+}
+
+// Tensors large enough for the thread pool: multi-threaded == single-threaded == reference.
+TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
+  const threaded_case cases[] = {
+      {layout::nchw, mode::crd, dtype::float32, {2, 3, 96, 128}, 2},
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 192, 160, 16}, 4},
+      {layout::nhwc, mode::crd, dtype::float16, {3, 64, 96, 5}, 2},
+      {layout::channels_first, mode::dcr, dtype::float64, {1, 2, 24, 24, 24}, 3},
+      {layout::channels_last, mode::dcr, dtype::int32, {1, 300000, 1}, 1},
+  };
+  expect_same_on_one_two_and_three_threads(cases, 99);
+}
+
+// Tensors just over the size from which work is shared (64 KiB): cut into work items of an
+// eighth of the tensor on two threads (a twelfth on three), for each kind of plan: run copies,
+// shuffles, staged shuffles, the byte gather, one contiguous run.
+TEST(SpaceDepthThreads, TensorsJustOverTheSharingSizeMatchAcrossThreadCounts) {
+  const threaded_case cases[] = {
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 32, 40, 64}, 2},                 // run copies
+      {layout::nhwc, mode::dcr, dtype::uint8, {1, 64, 64, 16}, 2},                 // interleaves
+      {layout::nchw, mode::crd, dtype::float32, {1, 4, 64, 64}, 2},                // de-interleaves
+      {layout::nhwc, mode::crd, dtype::uint8, {1, 150, 150, 3}, 3},                // byte gather
+      {layout::channels_first, mode::dcr, dtype::float16, {1, 4, 24, 24, 24}, 2},  // staged
+      {layout::channels_last, mode::crd, dtype::int32, {1, 16, 16, 16, 4}, 2},
+      {layout::channels_last, mode::dcr, dtype::int32, {1, 20000, 1}, 1},  // one contiguous run
+  };
+  expect_same_on_one_two_and_three_threads(cases, 64);
 }
 
 // Small channels-first K = 3 DCR depth_to_space tensors (the benchmark grid's 64 KiB cells of
