@@ -16,6 +16,7 @@
 #include <sched.h>
 #endif
 
+#include "regrid/runtime.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace regrid::runtime {
@@ -200,6 +201,32 @@ TEST(ThreadPool, JobsThatLeaveSleepingWorkersRunOnTheCallerWhileTheySleep) {
   })) << "a job that leaves sleepers be was never shared while the workers polled";
 }
 #endif
+
+// A call of several jobs decides once: after a pause (the workers asleep) a small call runs on its
+// caller alone, and one right after it (a stream of calls) is shared; a large one always is.
+TEST(ThreadPool, CallsDecideOnceWhetherToShareTheirJobs) {
+  const int saved = regrid::num_threads();
+  regrid::set_num_threads(2);
+  run_parts(2, [](int) {});  // the worker exists
+  const std::int64_t small = min_waking_bytes / 2;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it sleeps: it polls for 0.1 ms
+  {
+    const call_threads first(small);
+    EXPECT_EQ(first.count(), 1);
+    // Its jobs run on the caller, and do not count as a stream for the next one in the call.
+    run_parts(first.count(), [](int) {});
+    const call_threads nested_decision(small);
+    EXPECT_EQ(nested_decision.count(), 1);
+  }
+  const call_threads next(small);
+  EXPECT_EQ(next.count(), 2) << "a call right after one that ran alone was not shared";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const call_threads large(min_waking_bytes);
+  EXPECT_EQ(large.count(), 2);
+  regrid::set_num_threads(1);
+  EXPECT_EQ(call_threads(min_waking_bytes).count(), 1);
+  regrid::set_num_threads(saved);
+}
 
 TEST(ThreadPool, ParallelForCoversTheRangeOnce) {
   for (std::int64_t count : {1, 2, 3, 7, 1000}) {

@@ -158,6 +158,10 @@ class pool {
     return true;
   }
 
+  // Whether a worker sleeps after a pause in calls: a job that leaves sleepers be runs on its
+  // caller alone now.
+  [[nodiscard]] bool sleeps_after_pause() const { return sleepers_.load() > 0 && !follows_a_recent_job(); }
+
   // Whether the last job ended less than the workers' spin time ago (of those whose end is noted:
   // see try_run): calls that come that close are a stream, for which waking the workers pays.
   [[nodiscard]] bool follows_a_recent_job() const {
@@ -344,6 +348,17 @@ void run_parts(int parts, const std::function<void(int)>& part, sleeping_workers
     for (int i = 0; i < parts; ++i) part(i);
     shared.note_job_end();
   }
+}
+
+call_threads::call_threads(std::int64_t bytes)
+    : count_(num_threads()),
+      on_caller_(count_ > 1 && sleeping_workers_for_bytes(bytes) == sleeping_workers::leave &&
+                 pool::instance().sleeps_after_pause()) {
+  if (on_caller_) count_ = 1;
+}
+
+call_threads::~call_threads() {
+  if (on_caller_) pool::instance().note_job_end();
 }
 
 void parallel_for(std::int64_t count, int max_parts, const std::function<void(std::int64_t, std::int64_t)>& body,

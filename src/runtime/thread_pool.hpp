@@ -27,6 +27,26 @@ inline constexpr std::int64_t min_waking_bytes = std::int64_t{4} << 20;
   return bytes < min_waking_bytes ? sleeping_workers::leave : sleeping_workers::wake;
 }
 
+/// The thread count of a call made of several pool jobs (ROI pooling stages its input, then
+/// pools it), decided once at its start as one job of `bytes` would decide for itself: a call
+/// under min_waking_bytes that finds a worker asleep after a pause in calls (no job ended within
+/// the workers' polling time) runs every job on its caller (count() == 1) and notes its end when
+/// it ends, so that a call right after it, as in a stream of calls, wakes the workers; any other
+/// call shares its jobs (count() == num_threads()). Deciding per job instead took the second job
+/// of such a call for a stream and woke the workers for it.
+class call_threads {
+ public:
+  explicit call_threads(std::int64_t bytes);
+  ~call_threads();
+  call_threads(const call_threads&) = delete;
+  call_threads& operator=(const call_threads&) = delete;
+  [[nodiscard]] int count() const noexcept { return count_; }
+
+ private:
+  int count_;
+  bool on_caller_;
+};
+
 /// Calls part(i) for i in [0, parts) concurrently, parts <= num_threads(), and returns when
 /// all have finished. Runs serially on the caller when parts == 1, when called from inside a
 /// part, while another thread is using the pool, or (`leave`) while a worker sleeps after a pause
