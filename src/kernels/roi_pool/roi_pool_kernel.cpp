@@ -611,10 +611,13 @@ void roi_pool_backward(const tensor_view& grad_output, const tensor_view& argmax
   };
   const std::int64_t work = rois * channels * ph_count * pw_count;
   const int threads = work < (1 << 16) ? 1 : num_threads();
-  // One pool job, which leaves sleeping workers be as a permute of as many bytes would: each
-  // gradient and index read, and the element it adds to read and written.
+  // One pool job, which leaves sleeping workers be as a permute of twice its bytes would (each
+  // gradient and index read, and the element it adds to read and written): its adds land
+  // scattered. Calls 1 ms apart on two threads (float32, 64 channels of 50 x 50, 7 x 7 bins,
+  // NCHW): 32 ROIs 61 -> 54 us (one thread 53); 64 ROIs shared as before, 89 us (one thread 99),
+  // which the bytes counted once kept on the caller.
   const runtime::sleeping_workers sleeping =
-      runtime::sleeping_workers_for_bytes(work * (static_cast<std::int64_t>(grad_output.element_size()) * 3 + 4));
+      runtime::sleeping_workers_for_bytes(2 * work * (static_cast<std::int64_t>(grad_output.element_size()) * 3 + 4));
   auto aligned = [](const std::byte* pointer, std::size_t alignment) {
     return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
   };
