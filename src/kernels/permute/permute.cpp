@@ -1859,8 +1859,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
     outer.pop_back();
-    const std::int64_t per_group =
-        std::min({group.extent, staging_bytes / call_bytes, std::max<std::int64_t>(1, split.item_bytes / call_bytes)});
+    const std::int64_t per_group = std::min(group.extent, staging_bytes / call_bytes);
     const std::int64_t groups = (group.extent + per_group - 1) / per_group;
     split_items(outer_count / group.extent * groups, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(
