@@ -204,9 +204,9 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   set_num_threads(threads);
   const auto bytes = static_cast<std::size_t>(src.size_bytes());
   // memcpy split over the same thread pool the operators use, under the same rules: no threads
-  // below 64 KiB, where a hand-off costs more than it saves, and sleeping workers left be below
-  // runtime::min_waking_bytes.
-  const int copy_threads = bytes < (64U << 10) ? 1 : threads;
+  // below runtime::min_shared_bytes, where a hand-off costs more than it saves, and sleeping
+  // workers left be below runtime::min_waking_bytes.
+  const int copy_threads = static_cast<std::int64_t>(bytes) < runtime::min_shared_bytes ? 1 : threads;
   const runtime::sleeping_workers sleeping = runtime::sleeping_workers_for_bytes(static_cast<std::int64_t>(bytes));
   auto split = [&](auto copy_part) {
     runtime::parallel_for(

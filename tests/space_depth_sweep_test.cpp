@@ -208,9 +208,9 @@ TEST(SpaceDepthThreads, LargeTensorsMatchAcrossThreadCounts) {
   expect_same_on_one_two_and_three_threads(cases, 99);
 }
 
-// Tensors just over the size from which work is shared (64 KiB): cut into work items of an
-// eighth of the tensor on two threads (a twelfth on three), for each kind of plan: run copies,
-// shuffles, staged shuffles, the byte gather, one contiguous run.
+// Tensors of 64-80 KiB, over the size from which work is shared (runtime::min_shared_bytes): cut
+// into work items of an eighth of the tensor on two threads (a twelfth on three), for each kind of
+// plan: run copies, shuffles, staged shuffles, the byte gather, one contiguous run.
 TEST(SpaceDepthThreads, TensorsJustOverTheSharingSizeMatchAcrossThreadCounts) {
   const threaded_case cases[] = {
       {layout::nhwc, mode::dcr, dtype::uint8, {1, 32, 40, 64}, 2},                 // run copies

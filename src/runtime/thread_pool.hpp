@@ -15,6 +15,14 @@ namespace regrid::runtime {
 ///          for which a wake pays). Workers still polling for a job take part either way.
 enum class sleeping_workers { wake, leave };
 
+/// Tensors smaller than this are copied or permuted on the calling thread alone: a hand-off costs
+/// more than it saves. Two threads over one on a 2-vCPU Zen 5, every grid cell of each size shared
+/// against none, three alternations, median of op throughput per kind of plan (run copies /
+/// gathers / shuffles / staged shuffles): 32 KiB 0.96 / 1.04 / 0.92 / 1.09, 40 KiB 1.01 / 1.13 /
+/// 1.04 / 1.14, 48 KiB 1.07 / 1.21 / 1.12 / 1.19, 56 KiB 1.10 / 1.25 / 1.11 / 1.19. (With the
+/// pool's hand-off at 0.35 us, the limit was 64 KiB: 1.02x there, 1.26x at 128 KiB.)
+inline constexpr std::int64_t min_shared_bytes = std::int64_t{48} << 10;
+
 /// Tensors smaller than this leave sleeping workers be when they are copied or permuted: where
 /// calls come a millisecond apart (the workers asleep), s2d of 64 KiB to 2 MiB took 7-13 us longer
 /// on two threads than on one (64 KiB 8.9 against 1.0 us, 1 MiB 29 against 18.4, 2 MiB 48 against

@@ -19,15 +19,10 @@
 namespace regrid::kernels {
 namespace {
 
-// Below this many bytes a thread hand-off costs more than it saves. With the polling pool (where
-// the caller takes any part no worker has claimed), two threads over one, grid geo means of op
-// GB/s in one run: 1.02x at 64 KiB (two-thread memcpy: 0.97x), 1.26x at 128 KiB, 1.5x at 256 KiB,
-// where the old limit of 256 KiB kept 64-255 KiB on one thread.
-constexpr std::int64_t min_parallel_bytes = 64 * 1024;
 // Rows handed to the tile kernel at once: about this many bytes of output.
 constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 // With more than one thread, work items are cut to at most 1 / (threads x this) of the tensor
-// (and no less than min_work_item_bytes), so that a tensor of 64 KiB-512 KiB does not make one
+// (and no less than min_work_item_bytes), so that a tensor of 48-512 KiB does not make one
 // item that a single thread runs while the others wait.
 constexpr std::int64_t min_items_per_thread = 4;
 constexpr std::int64_t min_work_item_bytes = 4 * 1024;
@@ -1903,7 +1898,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
-  const int threads = plan.total_bytes < min_parallel_bytes ? 1 : std::max(1, max_threads);
+  const int threads = plan.total_bytes < runtime::min_shared_bytes ? 1 : std::max(1, max_threads);
   const work_split split{
       .threads = threads,
       .sleeping = runtime::sleeping_workers_for_bytes(plan.total_bytes),
