@@ -61,6 +61,28 @@ TEST(ThreadPool, JobsAfterIdlePeriodsWakeTheWorkers) {
   expect_each_part_once(4, 20, std::chrono::microseconds(2000));
 }
 
+// A worker's part that outlasts the caller's polling (0.1 ms): the caller sleeps until the worker
+// wakes it. Part 0 waits (up to 50 ms) for a worker to start part 1, so that the caller does not
+// claim it itself; part 1 takes 3 ms.
+TEST(ThreadPool, ACallerOutwaitedByAWorkerSleepsUntilItIsDone) {
+  for (int job = 0; job < 20; ++job) {
+    std::atomic<bool> started{false};
+    std::atomic<int> runs{0};
+    run_parts(2, [&](int index) {
+      runs.fetch_add(1);
+      if (index == 1) {
+        started.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        return;
+      }
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (!started.load() && std::chrono::steady_clock::now() < give_up) {
+      }
+    });
+    EXPECT_EQ(runs.load(), 2) << "job " << job;
+  }
+}
+
 TEST(ThreadPool, FailureIsRethrownAndThePoolStillWorks) {
   for (int job = 0; job < 100; ++job) {
     EXPECT_THROW(run_parts(2,
