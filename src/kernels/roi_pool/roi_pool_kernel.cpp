@@ -91,12 +91,12 @@ lane_constants constants_for(dtype type, roi_max_rule rule, std::int32_t zero_po
 // 16 channels x 16 pixels so the rows read and the runs written both stay in L1.
 roi_transpose_fn select_transpose();
 
-void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& input, std::byte* out, int call_threads) {
+void transpose_planes_to_nhwc(const ops::roi_problem& p, const tensor_view& input, std::byte* out, int max_threads) {
   const std::int64_t pixels = p.height * p.width;
   const std::int64_t* s = input.strides().data();
   const bool packed_planes =
       s[3] == 1 && s[2] == p.width && s[1] == pixels && reinterpret_cast<std::uintptr_t>(input.data()) % 4 == 0;
-  const int threads = input.numel() < 65536 ? 1 : call_threads;
+  const int threads = input.numel() < 65536 ? 1 : max_threads;
   if (packed_planes) {
     const roi_transpose_fn transpose = select_transpose();
     constexpr std::int64_t pixel_block = 256;
