@@ -1781,9 +1781,6 @@ void split_items(std::int64_t items, const work_split& split, const Body& body) 
 // block is now the whole axis; three alternations), 1.10x / 1.12x at 16 MiB (250 cells, two);
 // 64 KiB unchanged. Blocks of 512 KiB ran 2-4% slower than 2 MiB ones, of 8 MiB 0-1.5%.
 constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
-// With two or more threads, blocks are cut smaller where there would be fewer work items than this
-// per thread (a tensor of one block gave the second thread nothing to do).
-constexpr std::int64_t min_staged_items_per_thread = min_items_per_thread;
 
 // A staged interleave with a destination group (shuffle_tile::destination_group): each work item
 // shuffles the group's positions of a batch into the buffer, plane after plane, copies the
@@ -1873,9 +1870,11 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
                                   (two_levels ? tile.repeat.inner.extent : 1);
   const std::int64_t by_size = staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1});
-  const std::int64_t by_threads = split.threads > 1
-                                      ? split_axis.extent * outer_count / (min_staged_items_per_thread * split.threads)
-                                      : split_axis.extent;
+  // With two or more threads, blocks are cut smaller where there would be fewer than
+  // min_items_per_thread work items per thread (a tensor of one block gave the second thread
+  // nothing to do).
+  const std::int64_t by_threads =
+      split.threads > 1 ? split_axis.extent * outer_count / (min_items_per_thread * split.threads) : split_axis.extent;
   const std::int64_t per_item = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
   const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
   // The blocks become the outermost axis, so the odometer walks them block-major.

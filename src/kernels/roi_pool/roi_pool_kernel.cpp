@@ -163,10 +163,9 @@ bool borrows_input(const ops::roi_problem& p, const tensor_view& input) {
   return packed && !widens(input.type()) && aligned;
 }
 
-// The input as contiguous NHWC in lane type: borrowed when it already is, else staged in the
-// calling thread's scratch memory on up to `threads` threads.
+// The input as contiguous NHWC in lane type, staged in the calling thread's scratch memory on up to
+// `threads` threads (where borrows_input, the caller uses the input itself).
 const std::byte* stage_nhwc(const ops::roi_problem& p, const tensor_view& input, int threads) {
-  if (borrows_input(p, input)) return input.data();
   const std::size_t width = input.element_size();
   const std::array<int, 4> axis_of = nhwc_axis_order(p);
   const std::int64_t count = input.numel();
@@ -334,11 +333,13 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
   const lane_constants constants = constants_for(p.type, p.semantics.max_rule, p.zero_point);
   const bool track = argmax.has_value();
   const roi_block_fn block = select_block(lane, p.semantics.max_rule, track);
+  const auto out_size = static_cast<std::int64_t>(output.element_size());
+  const std::int64_t output_bytes = output.numel() * (out_size + (track ? 4 : 0));
+  const bool borrowed = input.numel() > 0 && borrows_input(p, input);
   // Staging the input and pooling are two pool jobs, shared or not as one (runtime::call_threads)
   // by the bytes the call reads and writes: the input's pixels once for each bin that covers them.
-  std::int64_t moved_bytes = output.numel() * static_cast<std::int64_t>(output.element_size() + (track ? 4 : 0));
-  if (input.numel() > 0 && !borrows_input(p, input))
-    moved_bytes += 2 * input.numel() * static_cast<std::int64_t>(lane_bytes);
+  std::int64_t moved_bytes = output_bytes;
+  if (input.numel() > 0 && !borrowed) moved_bytes += 2 * input.numel() * static_cast<std::int64_t>(lane_bytes);
   for (const ops::roi_box& box : boxes) {
     std::int64_t rows = 0;
     std::int64_t cols = 0;
@@ -347,14 +348,13 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
     moved_bytes += rows * cols * p.channels * static_cast<std::int64_t>(lane_bytes);
   }
   const runtime::call_threads call(moved_bytes / pooled_bytes_per_permuted_byte);
-  const std::byte* staged = input.numel() > 0 ? stage_nhwc(p, input, call.count()) : nullptr;
+  const std::byte* staged = input.numel() == 0 ? nullptr : borrowed ? input.data() : stage_nhwc(p, input, call.count());
   const std::int64_t plane = p.height * p.width * p.channels;
   const std::int64_t cells = p.pooled_height * p.pooled_width;
   const std::int64_t channel_block = p.layout == layout::nchw ? nchw_channel_block : nhwc_channel_block;
   const std::int64_t blocks = (p.channels + channel_block - 1) / channel_block;
   const std::int64_t items = p.roi_count * blocks;
   const bool nchw = p.layout == layout::nchw;
-  const auto out_size = static_cast<std::int64_t>(output.element_size());
   // Output element (r, c, cell) -> offset in elements, for either layout.
   const std::int64_t* os = output.strides().data();
   auto out_offset = [&](std::int64_t r, std::int64_t c, std::int64_t ph, std::int64_t pw) {
@@ -365,14 +365,13 @@ void roi_pool_forward(const ops::roi_problem& p, const std::vector<ops::roi_box>
     return nchw ? r * as[0] + c * as[1] + ph * as[2] + pw * as[3] : r * as[0] + ph * as[1] + pw * as[2] + c * as[3];
   };
   // Packed outputs whose dtype is the lane type take the typed block store.
-  const bool same_width = p.type != dtype::float16 && p.type != dtype::bfloat16;
+  const bool same_width = !widens(p.type);
   auto aligned = [](const std::byte* pointer, std::size_t alignment) {
     return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
   };
   const bool packed_output = same_width && output.is_contiguous() && aligned(output.data(), lane_bytes) &&
                              (!track || (argmax->is_contiguous() && aligned(argmax->data(), 4)));
-  const auto output_bytes = static_cast<std::size_t>(output.numel() * (out_size + (track ? 4 : 0)));
-  const bool stream = packed_output && output_bytes >= streaming_output_bytes;
+  const bool stream = packed_output && static_cast<std::size_t>(output_bytes) >= streaming_output_bytes;
   const std::int64_t work = p.roi_count * p.channels * cells * 16;
   const int threads = work < (1 << 16) ? 1 : call.count();
   // ROIs of one image together: with several images, consecutive ROIs then share cached pixels.
