@@ -31,16 +31,20 @@ void PrintTo(isa value, std::ostream* os) { *os << to_string(value); }
 namespace regrid::kernels {
 namespace {
 
-// The kernels and staging this file expects each cap to plan are the rules as measured on Zen 4:
-// plans are made as for Zen 4's cores here, on any CPU. Those of Intel's cores and of Zen 5 (some
-// AVX-512 shuffles take the AVX2 plan) have tests of their own:
-// IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose and Zen5TakesTheAvx2SegmentsWhereItsStagingLoses.
-class PlansAsForZen4 : public testing::Environment {
+// The kernels and staging this file expects each cap to plan are the common rules, those of cores
+// with no rules of their own: plans are made as for such cores here, on any CPU. Those of Intel's
+// and AMD's cores (some AVX-512 shuffles take the AVX2 plan) have tests of their own:
+// IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose and AmdTakesTheAvx2SegmentsWhereItsStagingLoses.
+class PlansByTheCommonRules : public testing::Environment {
  public:
-  void SetUp() override { runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4); }
+  void SetUp() override { runtime::plan_for_core_kind_for_testing(runtime::core_kind::other); }
   void TearDown() override { runtime::plan_for_core_kind_for_testing(std::nullopt); }
 };
-[[maybe_unused]] testing::Environment* const plans_as_for_zen4 = testing::AddGlobalTestEnvironment(new PlansAsForZen4);
+[[maybe_unused]] testing::Environment* const plans_by_the_common_rules =
+    testing::AddGlobalTestEnvironment(new PlansByTheCommonRules);
+
+// Both kinds of AMD's cores with AVX-512, which share the *_on_amd rules of plan_permute.
+constexpr std::array amd_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5};
 
 std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shape, const std::vector<int>& perm,
                                            std::int64_t width) {
@@ -1097,7 +1101,7 @@ TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
 
 // On Intel's cores the AVX-512 levels take the AVX2 level's plan where their own 3-, 9- and 16-way
 // interleaves lose to it there, and where they stage what AVX2 walks in place (plan_permute);
-// on Zen 4 they keep their own. Checked for both on any CPU with AVX-512
+// by the common rules they keep their own. Checked for both on any CPU with AVX-512
 // (runtime::plan_for_core_kind_for_testing).
 TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
@@ -1111,7 +1115,7 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
     const permute_plan own = plan_permute(three_ways, 8);
     EXPECT_EQ(kernel_name(own), "interleave3_x64_avx512") << describe(own);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
@@ -1119,7 +1123,7 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
     EXPECT_EQ(describe(intel), describe(avx2_plan)) << to_string(cap);
     // The cache keys on the cores too.
     EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(intel)) << to_string(cap);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
     EXPECT_EQ(describe(plan_permute_cached(three_ways, 8)), describe(own)) << to_string(cap);
     expect_matches_naive_on_one_and_two_threads(three_ways, intel, 8, rng);
     // 3-way interleaves of 4-byte lanes keep their own on Intel too.
@@ -1136,7 +1140,7 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
     const permute_plan own = plan_permute(staged, 2);
     EXPECT_NE(describe(own).find(" staged by "), std::string::npos) << describe(own);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
@@ -1144,16 +1148,16 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
     EXPECT_EQ(describe(intel), describe(segmented)) << to_string(cap);
     expect_matches_naive_on_one_and_two_threads(staged, intel, 2, rng);
   }
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 
-// On Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where they would
-// stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_zen5
+// On AMD's Zen 4 and Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where
+// they would stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_amd
 // lists and pieces of 8 bytes or more per way, and the AVX2 plan for unstaged 3- and 9-way
 // shuffles of 8-byte lanes, also where a VBMI gather would replace the shuffle, and the AVX2
 // level's in-place 2-way interleaves where the staged ones' output streams.
-TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
+TEST(PermutePlan, AmdTakesTheAvx2SegmentsWhereItsStagingLoses) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(47);
   // d2s channels-first K = 3 DCR b8 C16 of 2-byte elements, [8192, D, D, D] -> [16, 8D, 8D, 8D]:
@@ -1163,7 +1167,7 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   struct problem {
     std::vector<permute_axis> axes;
     std::size_t width;
-    bool zen5_segments;
+    bool amd_segments;
   };
   const problem problems[] = {
       {packed_transpose({8, 8, 8, 16, 4, 4, 4}, {3, 4, 0, 5, 1, 6, 2}, 2), 2, true},
@@ -1177,38 +1181,44 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
     for (isa cap : {isa::avx512, isa::avx512vbmi}) {
       if (cap > detected_isa()) continue;
       set_max_isa(cap);
-      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
-      const permute_plan zen4 = plan_permute(p.axes, p.width);
-      EXPECT_NE(describe(zen4).find(" staged by "), std::string::npos) << describe(zen4);
-      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
-      const permute_plan zen5 = plan_permute(p.axes, p.width);
-      if (p.zen5_segments) {
-        EXPECT_EQ(describe(zen5), describe(avx2_plan)) << to_string(cap);
-        EXPECT_EQ(describe(plan_permute_cached(p.axes, p.width)), describe(zen5)) << to_string(cap);
-        expect_matches_naive_on_one_and_two_threads(p.axes, zen5, p.width, rng);
-      } else {
-        EXPECT_EQ(describe(zen5), describe(zen4)) << to_string(cap);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+      const permute_plan common = plan_permute(p.axes, p.width);
+      EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
+      for (runtime::core_kind cores : amd_core_kinds) {
+        runtime::plan_for_core_kind_for_testing(cores);
+        const permute_plan amd = plan_permute(p.axes, p.width);
+        if (p.amd_segments) {
+          EXPECT_EQ(describe(amd), describe(avx2_plan)) << to_string(cap);
+          EXPECT_EQ(describe(plan_permute_cached(p.axes, p.width)), describe(amd)) << to_string(cap);
+          expect_matches_naive_on_one_and_two_threads(p.axes, amd, p.width, rng);
+        } else {
+          EXPECT_EQ(describe(amd), describe(common)) << to_string(cap);
+        }
       }
     }
   }
-  // The plan made as for a Zen 5 at the detected level, checked to be the AVX2 level's plan.
+  // The plan made as for a Zen 5 at the detected level, checked to be the AVX2 level's plan and
+  // the plan made as for a Zen 4.
   auto zen5_plan_is_avx2 = [](const std::vector<permute_axis>& axes, std::size_t width) {
     set_max_isa(isa::avx2);
     const permute_plan avx2 = plan_permute(axes, width);
     set_max_isa(detected_isa());
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    const permute_plan zen4 = plan_permute(axes, width);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
     permute_plan zen5 = plan_permute(axes, width);
     EXPECT_EQ(describe(zen5), describe(avx2));
+    EXPECT_EQ(describe(zen4), describe(zen5));
     return zen5;
   };
   // Unstaged 3-way interleaves of 8-byte lanes (d2s channels-first CRD b3 C1, [9, 40, 64] ->
-  // [120, 192]) take the AVX2 plan too (loses_to_avx2_on_zen5); those of 4-byte lanes keep theirs.
+  // [120, 192]) take the AVX2 plan too (loses_to_avx2_on_amd); those of 4-byte lanes keep theirs.
   const auto three_ways = packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 8);
   expect_matches_naive_on_one_and_two_threads(three_ways, zen5_plan_is_avx2(three_ways, 8), 8, rng);
   const permute_plan words = plan_permute(packed_transpose({3, 3, 40, 64}, {2, 0, 3, 1}, 4), 4);
   EXPECT_EQ(kernel_name(words), "interleave3_x32_avx512") << describe(words);
   // 9-way de-interleaves of 8-byte lanes (d2s NHWC CRD b3 C4, [16, 16, 36] -> [48, 48, 4]) take the
-  // AVX2 plan on a Zen 5 where a VBMI gather would replace the shuffle on a Zen 4.
+  // AVX2 plan on AMD's cores where a VBMI gather would replace the shuffle by the common rules.
   const auto nine_ways = packed_transpose({16, 16, 4, 3, 3}, {0, 3, 1, 4, 2}, 8);
   const permute_plan zen5_nine_ways = zen5_plan_is_avx2(nine_ways, 8);
   EXPECT_EQ(kernel_name(zen5_nine_ways), "deinterleave9_x64_avx2") << describe(zen5_nine_ways);
@@ -1231,7 +1241,7 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   EXPECT_EQ(kernel_name(zen5_streamed_eight_ways), "deinterleave8_x16_avx2") << describe(zen5_streamed_eight_ways);
   // Staged 2-way interleaves whose output streams past 64 MiB (d2s channels-first K = 3 CRD b2 C64
   // of bytes, 262 MB, planned only) take the AVX2 level's in-place interleave
-  // (stages_where_avx2_direct_wins_on_zen5); below it (C16, 17 MB) they keep their destination
+  // (stages_where_avx2_direct_wins_on_amd); below it (C16, 17 MB) they keep their destination
   // group.
   const auto streamed_pairs = packed_transpose({64, 2, 2, 2, 80, 80, 80}, {0, 4, 1, 5, 2, 6, 3}, 1);
   const permute_plan zen5_pairs = zen5_plan_is_avx2(streamed_pairs, 1);
@@ -1241,10 +1251,10 @@ TEST(PermutePlan, Zen5TakesTheAvx2SegmentsWhereItsStagingLoses) {
   ASSERT_TRUE(zen5_grouped_pairs.shuffle) << describe(zen5_grouped_pairs);
   EXPECT_EQ(zen5_grouped_pairs.shuffle->destination_group.extent, 2) << describe(zen5_grouped_pairs);
   expect_matches_naive_on_one_and_two_threads(grouped_pairs, zen5_grouped_pairs, 1, rng);
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
-  const permute_plan zen4_pairs = plan_permute(streamed_pairs, 1);
-  ASSERT_TRUE(zen4_pairs.shuffle) << describe(zen4_pairs);
-  EXPECT_NE(zen4_pairs.shuffle->segment_copy.copy, nullptr) << describe(zen4_pairs);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  const permute_plan common_pairs = plan_permute(streamed_pairs, 1);
+  ASSERT_TRUE(common_pairs.shuffle) << describe(common_pairs);
+  EXPECT_NE(common_pairs.shuffle->segment_copy.copy, nullptr) << describe(common_pairs);
   if (detected_isa() >= isa::avx512vbmi) {
     EXPECT_EQ(kernel_name(plan_permute(nine_ways, 8)), "gather_avx512vbmi") << describe(plan_permute(nine_ways, 8));
     EXPECT_EQ(kernel_name(plan_permute(eight_ways_of_words, 2)), "gather_avx512vbmi")
@@ -1274,7 +1284,7 @@ TEST(PermutePlan, Zen5PlansStreamedAssembledDeinterleavesForTheCache) {
   EXPECT_EQ(describe(zen5).find(" streaming"), std::string::npos) << describe(zen5);
   EXPECT_EQ(describe(plan_permute_cached(axes, 2)), describe(zen5));
   expect_matches_naive_on_one_and_two_threads(axes, zen5, 2, rng);
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 
@@ -1872,20 +1882,22 @@ TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
   const permute_plan far_b8 = plan_permute(packed_transpose({1, 8, 8, 8, 81, 81, 81}, d2s_channels_first, 1), 1);
   ASSERT_TRUE(far_b8.shuffle) << describe(far_b8);
   EXPECT_EQ(far_b8.shuffle->destination_group.extent, 1) << describe(far_b8);
-  // On a Zen 5 such plans keep the AVX-512 staging where the AVX2 level's in-place walk of segments
-  // would otherwise replace it, below 64 MiB (d2s channels-first K = 3 CRD b8 C16 of 4-byte
-  // elements: 17 MB, and 262 MB planned only).
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  // On AMD's cores such plans keep the AVX-512 staging where the AVX2 level's in-place walk of
+  // segments would otherwise replace it, below 64 MiB (d2s channels-first K = 3 CRD b8 C16 of
+  // 4-byte elements: 17 MB, and 262 MB planned only).
   const auto eights = packed_transpose({16, 8, 8, 8, 8, 8, 8}, d2s_channels_first, 4);
-  const permute_plan zen5_grouped = plan_permute(eights, 4);
-  ASSERT_TRUE(zen5_grouped.shuffle) << describe(zen5_grouped);
-  EXPECT_EQ(zen5_grouped.shuffle->destination_group.extent, 8) << describe(zen5_grouped);
-  EXPECT_EQ(zen5_grouped.shuffle->level, isa::avx512) << describe(zen5_grouped);
-  expect_matches_naive_on_one_and_two_threads(eights, zen5_grouped, 4, rng);
-  const permute_plan zen5_far = plan_permute(packed_transpose({16, 8, 8, 8, 20, 20, 20}, d2s_channels_first, 4), 4);
-  ASSERT_TRUE(zen5_far.shuffle) << describe(zen5_far);
-  EXPECT_NE(zen5_far.shuffle->segmented, nullptr) << describe(zen5_far);
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);  // as PlansAsForZen4 left it
+  for (runtime::core_kind cores : amd_core_kinds) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    const permute_plan amd_grouped = plan_permute(eights, 4);
+    ASSERT_TRUE(amd_grouped.shuffle) << describe(amd_grouped);
+    EXPECT_EQ(amd_grouped.shuffle->destination_group.extent, 8) << describe(amd_grouped);
+    EXPECT_EQ(amd_grouped.shuffle->level, isa::avx512) << describe(amd_grouped);
+    expect_matches_naive_on_one_and_two_threads(eights, amd_grouped, 4, rng);
+    const permute_plan amd_far = plan_permute(packed_transpose({16, 8, 8, 8, 20, 20, 20}, d2s_channels_first, 4), 4);
+    ASSERT_TRUE(amd_far.shuffle) << describe(amd_far);
+    EXPECT_NE(amd_far.shuffle->segmented, nullptr) << describe(amd_far);
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   // At the AVX2 level, segments under 48 bytes keep the plain staging (d2s channels-last K = 3 CRD
   // b3 C3 of bytes, 16 MB: 9-byte segments); longer ones take the group (C16: 48 bytes).
   set_max_isa(isa::avx2);
@@ -2344,6 +2356,8 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
       << describe(plan_permute(cache_sized_rgb_pairs, 4));
   EXPECT_FALSE(plan_permute(large_rgb_pairs, 4).gather) << describe(plan_permute(large_rgb_pairs, 4));
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+  EXPECT_FALSE(plan_permute(cache_sized_rgb_pairs, 4).gather) << describe(plan_permute(cache_sized_rgb_pairs, 4));
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   EXPECT_FALSE(plan_permute(rgba_pairs, 4).gather) << describe(plan_permute(rgba_pairs, 4));
   // Tiny 3-D tensors: staged calls of 81 bytes (s2d channels-last CRD b3 C3, 27 x 27 x 27) take a
   // gather of 5 steps per chunk; calls of 1000 bytes (s2d channels-first DCR b8 C1, 40 x 40 x 40)

@@ -8,7 +8,7 @@ namespace regrid::runtime {
 /// Whose cores these are, as far as kernel choices go: choices whose speed was measured to differ
 /// between cores with the same instruction sets key on it (see plan_permute).
 ///   intel:    Intel's cores;
-///   amd_zen4: AMD's before family 1Ah (Zen 4 and older; the AVX-512 rules were set on a Zen 4);
+///   amd_zen4: AMD's before family 1Ah (Zen 4, the first with AVX-512, and older);
 ///   amd_zen5: AMD's of family 1Ah and later (Zen 5 on);
 ///   other:    anything else.
 enum class core_kind { intel, amd_zen4, amd_zen5, other };

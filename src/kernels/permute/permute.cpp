@@ -1057,7 +1057,14 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
   return plan.width < 8 && !single_block && steps <= 3;
 }
 
-bool loses_to_avx2_on_zen5(const permute_plan& plan);  // below, with the other per-core rules
+bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other per-core rules
+
+// The cores the *_on_amd rules below are for: AMD's with AVX-512, Zen 4 and Zen 5. The rules were
+// measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd); the two rules that
+// did not are Zen 5's alone (assembles_streamed_deinterleave, streamed_gather_output_bytes_on).
+bool takes_amd_rules(runtime::core_kind cores) {
+  return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
+}
 
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
@@ -1066,13 +1073,13 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   const isa level = planning_isa();
   if (level != isa::avx512vbmi && level != isa::avx2) return;
   const bool vbmi = level == isa::avx512vbmi;
-  // A shuffle that loses to the AVX2 level's plan on a Zen 5 stays, for plan_permute to replace
+  // A shuffle that loses to the AVX2 level's plan on AMD's cores stays, for plan_permute to replace
   // with that plan: where a VBMI gather would beat the shuffle (9-way ones of 8-byte lanes, 2-3
-  // steps per chunk; 8-way de-interleaves of them and of 2-byte lanes, see loses_to_avx2_on_zen5),
+  // steps per chunk; 8-way de-interleaves of them and of 2-byte lanes, see loses_to_avx2_on_amd),
   // the AVX2 shuffle beats the gather too. Same-run A/B on a Zen 5, the 6 grid cells this changes
   // (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB and 1 MiB), six
   // alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over all).
-  if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && loses_to_avx2_on_zen5(plan)) return;
+  if (vbmi && takes_amd_rules(runtime::planning_core_kind()) && loses_to_avx2_on_amd(plan)) return;
   auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
     return vbmi ? gather_beats(plan, steps, row_bytes) : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
   };
@@ -1170,23 +1177,24 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // cached one alternating per whole grid run, five A/Bs of one or two threads (two or three rounds
 // each; memcpy interleaved, or each sample after untimed calls of its own kind), op throughput
 // 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.4), least 0.75-1.43x. At
-// 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads.
+// 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads. Zen 5's alone: on a Zen 4
+// (family 19h, 2 vCPUs) the same 26 cells, three alternations, went both ways: 1.12x on one thread,
+// 0.87x on two (0.54-1.52x per cell).
 bool assembles_streamed_deinterleave(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && output_streams(plan);
 }
 
 // AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
 // in the cache: 3-way shuffles of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of both,
-// and 16-way ones of 1- and 2-byte lanes. The AVX-512 rules were set on a Zen 4, where these win;
-// Intel runs the 2-byte two-source permutes (vpermt2w) as three micro-ops, and the 8-byte ones lost
-// too for reasons not established (no counters there). Measured on an Emerald Rapids Xeon: the
-// grid cells whose plan this changes (126 at 64 KiB and 1 MiB; outputs that stream keep theirs),
-// old and new binaries alternating per case, three rounds: 1 thread 1.10x / 1.33x at 64 KiB /
-// 1 MiB (median 0.48 -> 0.59 and 0.56 -> 0.80 of memcpy), 2 threads 1.12x / 1.29x; unstaged
-// 3-way interleaves of 8-byte lanes at 1 MiB 1.41x (2 threads 1.48x). The same A/B lost on 3-way
-// interleaves of 4-byte lanes (0.91-0.97x) and staged ones of 2-byte lanes (0.90-0.95x), 9- and
-// 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of 8-byte lanes (0.83-1.02x), which
-// keep their AVX-512 plans.
+// and 16-way ones of 1- and 2-byte lanes. Intel runs the 2-byte two-source permutes (vpermt2w) as
+// three micro-ops, and the 8-byte ones lost too for reasons not established (no counters there).
+// Measured on an Emerald Rapids Xeon: the grid cells whose plan this changes (126 at 64 KiB and
+// 1 MiB; outputs that stream keep theirs), old and new binaries alternating per case, three rounds:
+// 1 thread 1.10x / 1.33x at 64 KiB / 1 MiB (median 0.48 -> 0.59 and 0.56 -> 0.80 of memcpy),
+// 2 threads 1.12x / 1.29x; unstaged 3-way interleaves of 8-byte lanes at 1 MiB 1.41x (2 threads
+// 1.48x). The same A/B lost on 3-way interleaves of 4-byte lanes (0.91-0.97x) and staged ones of
+// 2-byte lanes (0.90-0.95x), 9- and 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of
+// 8-byte lanes (0.83-1.02x), which keep their AVX-512 plans.
 // The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing: the
 // shuffles the loses_to_avx2_on_* rules weigh (else null).
 const shuffle_tile* own_avx512_shuffle(const permute_plan& plan) {
@@ -1222,7 +1230,7 @@ bool loses_to_avx2_on_intel(const permute_plan& plan) {
 // 1.13x / 1.18x / 1.13x; the least 0.62x (d2s CF-K3 DCR b8 C16 of bytes at 64 KiB). The same A/B
 // lost on the ways and lanes left out: 2- and 3-way de-interleaves (0.76-1.14x), de-interleaves of
 // 4-byte lanes (0.79-1.05x), 4-way interleaves of 2-byte lanes (0.88-1.06x) and 16-way ones.
-// Whether the segmented plans beat the staged ones on Zen 4 as well is not measured.
+// They beat the staged ones on AMD's cores too (stages_where_avx2_segments_win_on_amd).
 bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const std::size_t ways = plan.shuffle->offsets.size();
@@ -1232,27 +1240,34 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
   return (ways == 4 || ways == 8) && plan.width != 4;
 }
 
-// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Zen 5: in the cache,
-// 3- and 9-way interleaves and de-interleaves of 8-byte lanes that are not staged (Intel's
-// loses_to_avx2_on_intel has the interleaves among its cases). Measured on a Zen 5 (family 1Ah,
-// 2 vCPUs): the grid cells whose plan this changes, old and new plans alternating per grid run,
-// five rounds: 3 ways 1.09x / 1.05x at 64 KiB / 1 MiB (34 / 46 cells, the least 0.94x), 9 ways
-// 1.43x / 1.23x (6 / 4 cells) on one thread; both 1.10x / 1.07x on two. The same A/B lost where
-// the output streams (0.75x over 62 cells at 16 MiB, down to 0.39x) and on staged ones (0.93-0.99x).
-// Also 8-way de-interleaves of 8-byte lanes in runs of 4 elements, one AVX2 vector per way (half a
-// vector for AVX-512), which a VBMI gather replaced (see prefer_gather): same-run A/B on a Zen 5,
-// the 3 grid cells this changes (d2s channels-last K = 3 CRD b2 C4 at 64 KiB and 1 MiB, d2s
-// channels-first K = 3 CRD b4 C16 at 64 KiB, of 8-byte elements), four alternations: 1.36-1.83x on
-// one thread, 1.02-1.67x on two (0.26-0.44 -> 0.37-0.80 of memcpy). Such runs of 16 elements stay
-// AVX-512 (its 8-way kernel beat the AVX2 one there, 0.54-0.85x). And 8-way de-interleaves of 2-byte
-// lanes in runs of 16, a vector per way too, which the AVX2 kernel transposes as 8 x 8 words (d2s
-// channels-last K = 3 CRD b2 C16 of 2-byte elements at 64 KiB and 1 MiB, gather before): 1.45-2.35x
-// on one thread, 1.05-1.83x on two (0.26-0.43 -> 0.39-0.71 of memcpy), two A/Bs of two alternations;
-// for 1- and 4-byte lanes the AVX2 plan went both ways. Both 8-way cases hold where the output
-// streams too (d2s channels-last K = 3 CRD b2 C16 of 2-byte and C4 of 8-byte elements, the VBMI
-// gather streaming its strips before): 1.26-1.56x at 16 MiB (0.42-0.46 -> 0.60-0.64 of memcpy),
-// 1.05-1.13x at 256 MiB, one and two threads, two alternations.
-bool loses_to_avx2_on_zen5(const permute_plan& plan) {
+// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on AMD's cores (Zen 4
+// and Zen 5, see takes_amd_rules): in the cache, 3- and 9-way interleaves and de-interleaves of
+// 8-byte lanes that are not staged (Intel's loses_to_avx2_on_intel has the interleaves among its
+// cases). Measured on a Zen 5 (family 1Ah, 2 vCPUs): the grid cells whose plan this changes, old
+// and new plans alternating per grid run, five rounds: 3 ways 1.09x / 1.05x at 64 KiB / 1 MiB (34 /
+// 46 cells, the least 0.94x), 9 ways 1.43x / 1.23x (6 / 4 cells) on one thread; both 1.10x / 1.07x
+// on two. The same A/B lost where the output streams (0.75x over 62 cells at 16 MiB, down to 0.39x)
+// and on staged ones (0.93-0.99x). Also 8-way de-interleaves of 8-byte lanes in runs of 4 elements,
+// one AVX2 vector per way (half a vector for AVX-512), which a VBMI gather replaced (see
+// prefer_gather): same-run A/B on a Zen 5, the 3 grid cells this changes (d2s channels-last K = 3
+// CRD b2 C4 at 64 KiB and 1 MiB, d2s channels-first K = 3 CRD b4 C16 at 64 KiB, of 8-byte
+// elements), four alternations: 1.36-1.83x on one thread, 1.02-1.67x on two (0.26-0.44 -> 0.37-0.80
+// of memcpy). Such runs of 16 elements stay AVX-512 (its 8-way kernel beat the AVX2 one there,
+// 0.54-0.85x). And 8-way de-interleaves of 2-byte lanes in runs of 16, a vector per way too, which
+// the AVX2 kernel transposes as 8 x 8 words (d2s channels-last K = 3 CRD b2 C16 of 2-byte elements
+// at 64 KiB and 1 MiB, gather before): 1.45-2.35x on one thread, 1.05-1.83x on two (0.26-0.43 ->
+// 0.39-0.71 of memcpy), two A/Bs of two alternations; for 1- and 4-byte lanes the AVX2 plan went
+// both ways. Both 8-way cases hold where the output streams too (d2s channels-last K = 3 CRD b2 C16
+// of 2-byte and C4 of 8-byte elements, the VBMI gather streaming its strips before): 1.26-1.56x at
+// 16 MiB (0.42-0.46 -> 0.60-0.64 of memcpy), 1.05-1.13x at 256 MiB, one and two threads, two
+// alternations. On a Zen 4 (family 19h, model 11h, 2 vCPUs) these rules and the ones below, against
+// none: the grid cells they change, the plans alternating per grid run, five rounds at 64 KiB and
+// 1 MiB (three at 16 MiB). Unstaged shuffles taking the AVX2 plan (40 / 50 cells at 64 KiB /
+// 1 MiB): 1.21x / 1.10x on one thread (median 0.71 -> 0.86, 0.79 -> 0.85 of memcpy), 1.23x / 1.09x
+// on two, the least 0.81x (3-way interleaves of 8-byte lanes at 1 MiB on two threads); where a VBMI
+// gather had replaced them (7 / 4 cells) 1.71x / 1.74x on one thread, 1.57x / 1.54x on two (0.39 ->
+// 0.65 of memcpy); at 16 MiB the 2 vector-per-way cells 1.08x / 1.21x.
+bool loses_to_avx2_on_amd(const permute_plan& plan) {
   const shuffle_tile* const shuffle = own_avx512_shuffle(plan);
   if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
   const std::size_t ways = shuffle->offsets.size();
@@ -1262,21 +1277,26 @@ bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   return vector_per_way || (!output_streams(plan) && plan.width == 8 && (ways == 3 || ways == 9));
 }
 
-// Zen 5's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
-// problem the AVX2 level walks in place lose to that on AMD's Zen 5 cores too (which, unlike Zen 4,
-// run 512-bit operations at full width), for the same ways and lanes and for 3-way de-interleaves of
-// 4- and 8-byte lanes, 3-way interleaves of 4-byte lanes and 2-way de-interleaves of 8-byte lanes,
-// except where each way's piece of a segment is under 8 bytes or a de-interleave's output streams.
-// Measured on a Zen 5 (family 1Ah, 2 vCPUs): the grid cells whose plan this changes (141 / 106 /
-// 53 at 64 KiB / 1 MiB / 16 MiB), old and new plans alternating per grid run, five rounds (three at
-// 16 MiB): 1 thread 1.14x / 1.10x / 1.32x (median 0.40 -> 0.44, 0.57 -> 0.61, 0.35 -> 0.45 of
-// memcpy), 2 threads 1.07x / 1.14x at 64 KiB / 1 MiB. Left out, from the same A/B: pieces under 8
-// bytes, where the in-place walk fell to 0.22x (d2s CF-K3 DCR b8 C16 of 1- and 2-byte elements at
-// 64 KiB, whose calls write 16- or 32-byte segments of lines other calls finish) and to 0.54-0.81x
-// elsewhere; de-interleaves whose output streams (4 ways of 1- and 2-byte lanes, 0.69-0.83x).
-// Intel's other rule (loses_to_avx2_on_intel) does not carry over whole: 1.01x over its 60-66
-// cells, 3-way interleaves of 2-byte lanes falling to 0.69x (see loses_to_avx2_on_zen5).
-bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
+// AMD's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
+// problem the AVX2 level walks in place lose to that on AMD's Zen 4 and Zen 5 cores too, for the
+// same ways and lanes and for 3-way de-interleaves of 4- and 8-byte lanes, 3-way interleaves of
+// 4-byte lanes and 2-way de-interleaves of 8-byte lanes, except where each way's piece of a segment
+// is under 8 bytes or a de-interleave's output streams. Measured on a Zen 5 (family 1Ah, 2 vCPUs):
+// the grid cells whose plan this changes (141 / 106 / 53 at 64 KiB / 1 MiB / 16 MiB), old and new
+// plans alternating per grid run, five rounds (three at 16 MiB): 1 thread 1.14x / 1.10x / 1.32x
+// (median 0.40 -> 0.44, 0.57 -> 0.61, 0.35 -> 0.45 of memcpy), 2 threads 1.07x / 1.14x at 64 KiB /
+// 1 MiB. Left out, from the same A/B: pieces under 8 bytes, where the in-place walk fell to 0.22x
+// (d2s CF-K3 DCR b8 C16 of 1- and 2-byte elements at 64 KiB, whose calls write 16- or 32-byte
+// segments of lines other calls finish) and to 0.54-0.81x elsewhere; de-interleaves whose output
+// streams (4 ways of 1- and 2-byte lanes, 0.69-0.83x). Intel's other rule (loses_to_avx2_on_intel)
+// does not carry over whole: 1.01x over its 60-66 cells, 3-way interleaves of 2-byte lanes falling
+// to 0.69x (see loses_to_avx2_on_amd). On a Zen 4, which runs 512-bit operations as two 256-bit
+// halves, the staging loses by more: the A/B of loses_to_avx2_on_amd, the staged cells this rule
+// and stages_where_avx2_direct_wins_on_amd change (141 / 106 / 17 at 64 KiB / 1 MiB / 16 MiB):
+// 1.58x / 1.43x / 1.17x on one thread (median 0.47 -> 0.77 and 0.48 -> 0.70 of memcpy at 64 KiB /
+// 1 MiB), 1.30x / 1.37x / 1.17x on two; the least 0.76x (two threads at 64 KiB), 0.75-0.81x at
+// 16 MiB (4-way interleaves of bytes).
+bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
   if (shuffle.run.extent * static_cast<std::int64_t>(plan.width) < 8) return false;
@@ -1288,41 +1308,42 @@ bool stages_where_avx2_segments_win_on_zen5(const permute_plan& plan) {
 }
 
 // Staged AVX-512 interleaves that stream a destination group (take_destination_group) keep their
-// plan on Zen 5 where the rules above would take the AVX2 level's in-place walk of segments, for
-// elements of 2 bytes or more in groups of up to 64 positions, below 64 MiB. Same-run A/B there,
-// the 36 cells of the 16 MiB grid this changes (d2s channels-first K = 3 b4 / b8, channels-last
-// K = 3 CRD b3-b8 of 3-4 channels), two alternations: 1.38x / 1.22x on one / two threads (0.98-2.6x
-// / 0.77-2.3x; d2s channels-first K = 3 CRD b8 C16 of 4-byte elements 0.44 -> 0.70 of memcpy).
-// Bytes went both ways (0.51-1.44x over 20 cells), as did groups of over 100 positions (d2s NHWC
-// CRD b8 of 4-byte elements, 0.63-1.32x); at 256 MiB the segments won 6 of the 7 cells it would
-// change (0.69-0.93x, and 1.50x for channels-last K = 3 CRD b8 C3 of 8-byte elements).
+// plan on AMD's cores where the rules above would take the AVX2 level's in-place walk of segments,
+// for elements of 2 bytes or more in groups of up to 64 positions, below 64 MiB. Same-run A/B
+// there, the 36 cells of the 16 MiB grid this changes (d2s channels-first K = 3 b4 / b8,
+// channels-last K = 3 CRD b3-b8 of 3-4 channels), two alternations: 1.38x / 1.22x on one / two
+// threads (0.98-2.6x / 0.77-2.3x; d2s channels-first K = 3 CRD b8 C16 of 4-byte elements 0.44 ->
+// 0.70 of memcpy). Bytes went both ways (0.51-1.44x over 20 cells), as did groups of over 100
+// positions (d2s NHWC CRD b8 of 4-byte elements, 0.63-1.32x); at 256 MiB the segments won 6 of the
+// 7 cells it would change (0.69-0.93x, and 1.50x for channels-last K = 3 CRD b8 C3 of 8-byte
+// elements).
 constexpr std::int64_t max_grouped_positions_over_avx2_segments = 64;
 
-// The plan streams a destination group below 64 MiB, where the Zen 5's rules keep it.
+// The plan streams a destination group below 64 MiB, where the AMD rules keep it.
 bool groups_within_reach(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->destination_group.extent > 1 && !far_past_the_cache(plan);
 }
 
-bool streams_grouped_on_zen5(const permute_plan& plan) {
+bool streams_grouped_on_amd(const permute_plan& plan) {
   return groups_within_reach(plan) &&
          plan.shuffle->destination_group.extent <= max_grouped_positions_over_avx2_segments && plan.width >= 2;
 }
 
-// Staged 2-way AVX-512 interleaves whose output streams lose on Zen 5 to the AVX2 level's plan
-// where that plan interleaves in place, unstaged and unsegmented (it takes both halves of each
+// Staged 2-way AVX-512 interleaves whose output streams lose on AMD's cores to the AVX2 level's
+// plan where that plan interleaves in place, unstaged and unsegmented (it takes both halves of each
 // output row into one call, whose rows then stream whole; the staged one writes every other row).
 // Measured on a Zen 5 (family 1Ah, 2 vCPUs), same binary, two alternations: the 14 grid cells of
 // 16 MiB this changes (d2s channels-first K = 3 DCR and CRD b2 of 1-, 2- and 4-byte elements),
 // 1.36x / 1.44x on one / two threads (10 cells 1.1-2.1x, d2s CF-K3 DCR b2 C4 and C16 of bytes
-// 0.77-1.0x); at 256 MiB only C64 of bytes changes, CRD 1.61-1.69x, DCR 0.70-0.79x. The same
-// A/B for 4 ways went both ways (0.57-1.60x over 10 cells) and is left out.
-// Below 64 MiB, staged plans that stream a destination group (take_destination_group) keep it:
-// same-run A/B on a Zen 5, the 14 such cells of the 16 MiB grid, four alternations: 1.33x / 1.00x
-// on one / two threads, consistent per cell (1T 0.90-2.23x, 2T 0.76-1.69x: the cells where the
-// AVX2 plan ran at 0.3-0.45 of memcpy gained on both, e.g. d2s channels-first K = 3 CRD b2 C16 of
-// 2-byte elements 0.33 -> 0.95, those where it ran at 0.5-0.7 lost 0.76-0.87x on two threads). At
-// 256 MiB the two such cells split (C64 of bytes: DCR 1.82x, CRD 0.80x) and keep the AVX2 plan.
-bool stages_where_avx2_direct_wins_on_zen5(const permute_plan& plan) {
+// 0.77-1.0x); at 256 MiB only C64 of bytes changes, CRD 1.61-1.69x, DCR 0.70-0.79x. The same A/B
+// for 4 ways went both ways (0.57-1.60x over 10 cells) and is left out. Below 64 MiB, staged plans
+// that stream a destination group (take_destination_group) keep it: same-run A/B on a Zen 5, the 14
+// such cells of the 16 MiB grid, four alternations: 1.33x / 1.00x on one / two threads, consistent
+// per cell (1T 0.90-2.23x, 2T 0.76-1.69x: the cells where the AVX2 plan ran at 0.3-0.45 of memcpy
+// gained on both, e.g. d2s channels-first K = 3 CRD b2 C16 of 2-byte elements 0.33 -> 0.95, those
+// where it ran at 0.5-0.7 lost 0.76-0.87x on two threads). At 256 MiB the two such cells split (C64
+// of bytes: DCR 1.82x, CRD 0.80x) and keep the AVX2 plan.
+bool stages_where_avx2_direct_wins_on_amd(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
          plan.shuffle->interleave && plan.shuffle->offsets.size() == 2 && output_streams(plan) &&
          !groups_within_reach(plan);
@@ -1368,16 +1389,15 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (planning_isa() >= isa::avx512) {
     const runtime::core_kind cores = runtime::planning_core_kind();
     const bool intel = cores == runtime::core_kind::intel;
-    const bool zen5 = cores == runtime::core_kind::amd_zen5;
-    if ((intel && loses_to_avx2_on_intel(plan)) || (zen5 && loses_to_avx2_on_zen5(plan))) {
+    const bool amd = takes_amd_rules(cores);
+    if ((intel && loses_to_avx2_on_intel(plan)) || (amd && loses_to_avx2_on_amd(plan))) {
       plan = plan_as_avx2();
     } else {
       // Staged AVX-512 shuffles whose AVX2 plan, made once, walks the segments in place or
       // interleaves unstaged.
-      const bool segments_win =
-          (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
-          (zen5 && stages_where_avx2_segments_win_on_zen5(plan) && !streams_grouped_on_zen5(plan));
-      const bool direct_wins = zen5 && stages_where_avx2_direct_wins_on_zen5(plan);
+      const bool segments_win = (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+                                (amd && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
+      const bool direct_wins = amd && stages_where_avx2_direct_wins_on_amd(plan);
       if (segments_win || direct_wins) {
         permute_plan avx2_plan = plan_as_avx2();
         const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;

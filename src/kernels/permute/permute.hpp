@@ -246,7 +246,9 @@ inline constexpr std::int64_t streamed_gather_output_bytes = std::int64_t{64} <<
 /// s2d NHWC and channels-last K = 3 CRD, d2s NHWC CRD and s2d NHWC DCR of bytes; 1.13x / 1.10x over
 /// the other 49), 12 cells losing 0.7-0.9x (d2s channels-last K = 3 CRD of 2-byte elements, some
 /// two-thread d2s NHWC CRD). An earlier A/B there had two threads at 0.91x (hence 64 MiB on every
-/// CPU until then); this one did not reproduce it.
+/// CPU until then); this one did not reproduce it. A Zen 4 (family 19h, 2 vCPUs) keeps 64 MiB: the
+/// 25 run-copy cells of the 16 MiB grid a gather would take there ran 0.90x / 0.80x on one / two
+/// threads (three alternations, 0.44-1.69x per cell).
 [[nodiscard]] inline std::int64_t streamed_gather_output_bytes_on(runtime::core_kind cores) {
   return cores == runtime::core_kind::amd_zen5 ? static_cast<std::int64_t>(streaming_output_bytes)
                                                : streamed_gather_output_bytes;
