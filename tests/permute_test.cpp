@@ -1263,6 +1263,52 @@ TEST(PermutePlan, AmdTakesTheAvx2SegmentsWhereItsStagingLoses) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// On a Zen 4 (only) staged AVX-512 shuffles of up to 4 ways take the AVX2 level's plan where that
+// shuffles in place, unstaged and unsegmented (stages_where_avx2_direct_wins_on_zen4), below
+// 64 MiB. d2s channels-first K = 3 DCR b2 C1 of 8-byte elements, [8, 10, 10, 10] -> [1, 20, 20, 20]:
+// 2-way interleaves of 10-element runs, which AVX-512 stages and AVX2 shuffles directly; the same
+// of 8 ways (d2s NCHW DCR b8 C4 of 4-byte elements, [256, 8, 8] -> [4, 64, 64]) keeps its staging;
+// and b2 C1 past 64 MiB (planned only) too.
+TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(59);
+  const std::vector<int> d2s_dcr_channels_first{3, 4, 0, 5, 1, 6, 2};
+  const auto pairs = packed_transpose({2, 2, 2, 1, 10, 10, 10}, d2s_dcr_channels_first, 8);
+  const auto eights = packed_transpose({8, 8, 4, 8, 8}, {2, 3, 0, 4, 1}, 4);
+  const auto far_pairs = packed_transpose({2, 2, 2, 1, 210, 210, 210}, d2s_dcr_channels_first, 8);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_pairs = plan_permute(pairs, 8);
+  ASSERT_TRUE(avx2_pairs.shuffle) << describe(avx2_pairs);
+  EXPECT_EQ(avx2_pairs.shuffle->segment_copy.copy, nullptr) << describe(avx2_pairs);
+  EXPECT_EQ(avx2_pairs.shuffle->segmented, nullptr) << describe(avx2_pairs);
+  const permute_plan avx2_eights = plan_permute(eights, 4);
+  ASSERT_TRUE(avx2_eights.shuffle) << describe(avx2_eights);
+  EXPECT_EQ(avx2_eights.shuffle->segment_copy.copy, nullptr) << describe(avx2_eights);
+  EXPECT_EQ(avx2_eights.shuffle->segmented, nullptr) << describe(avx2_eights);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    const permute_plan common = plan_permute(pairs, 8);
+    EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+    EXPECT_EQ(describe(plan_permute(pairs, 8)), describe(common)) << to_string(cap);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    const permute_plan zen4 = plan_permute(pairs, 8);
+    EXPECT_EQ(describe(zen4), describe(avx2_pairs)) << to_string(cap);
+    EXPECT_EQ(describe(plan_permute_cached(pairs, 8)), describe(zen4)) << to_string(cap);
+    expect_matches_naive_on_one_and_two_threads(pairs, zen4, 8, rng);
+    const permute_plan zen4_eights = plan_permute(eights, 4);
+    EXPECT_NE(describe(zen4_eights).find(" staged by "), std::string::npos) << describe(zen4_eights);
+    EXPECT_EQ(zen4_eights.shuffle->level, isa::avx512) << describe(zen4_eights);
+    const permute_plan zen4_far = plan_permute(far_pairs, 8);
+    ASSERT_GE(zen4_far.total_bytes, std::int64_t{64} << 20);
+    ASSERT_TRUE(zen4_far.shuffle) << describe(zen4_far);
+    EXPECT_EQ(zen4_far.shuffle->level, isa::avx512) << describe(zen4_far);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // s2d channels-first K = 3 DCR b8 C16 of 2-byte elements at 16 MiB, [16, 80, 80, 80] ->
 // [8192, 10, 10, 10]: an 8-way de-interleave of 20-byte way rows whose output streams, which
 // assembles its output vectors (assembles_shuffle) on a Zen 4 and is planned for the cache on a

@@ -1349,6 +1349,25 @@ bool stages_where_avx2_direct_wins_on_amd(const permute_plan& plan) {
          !groups_within_reach(plan);
 }
 
+// Staged AVX-512 shuffles of 2-4 ways whose problem the AVX2 level shuffles in place (unstaged and
+// unsegmented: its vectors, half as long, fit the runs) lose to that on a Zen 4, which runs each
+// 512-bit permute as two 256-bit halves and so gains nothing from the longer vectors that the
+// staging pays for, below 64 MiB. Measured on a Zen 4 (family 19h, model 11h, 2 vCPUs): the grid
+// cells this changes (60 / 60 / 94 at 64 KiB / 1 MiB / 16 MiB, interleaves of 2-4 ways and 2- and
+// 4-way de-interleaves in the cache, 3-way de-interleaves too where the output streams), the plans
+// alternating per grid run, five rounds (three at 16 MiB): 1 thread 1.38x / 1.28x / 1.10x (median
+// 0.46 -> 0.68 and 0.50 -> 0.67 of memcpy at 64 KiB / 1 MiB), 2 threads 1.37x / 1.35x / 1.42x; the
+// least 0.80x (d2s channels-first K = 3 DCR b2 C1 of 8-byte elements at 64 KiB on two threads) and
+// 0.60-0.94x at 16 MiB on one thread (4-way interleaves of 4- and 8-byte lanes, 3-way
+// de-interleaves of bytes). 8- and 16-way interleaves, which the same A/B over every staged plan
+// whose AVX2 plan is direct had gain at 64 KiB (1.26-1.88x), lost at 1 MiB (0.39-1.06x); past
+// 64 MiB, where the direct calls read the source in b passes (see far_past_the_cache), it is not
+// measured.
+bool stages_where_avx2_direct_wins_on_zen4(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
+         plan.shuffle->offsets.size() <= 4 && !far_past_the_cache(plan);
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -1397,7 +1416,8 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
       // interleaves unstaged.
       const bool segments_win = (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
                                 (amd && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
-      const bool direct_wins = amd && stages_where_avx2_direct_wins_on_amd(plan);
+      const bool direct_wins = (amd && stages_where_avx2_direct_wins_on_amd(plan)) ||
+                               (cores == runtime::core_kind::amd_zen4 && stages_where_avx2_direct_wins_on_zen4(plan));
       if (segments_win || direct_wins) {
         permute_plan avx2_plan = plan_as_avx2();
         const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;
