@@ -1266,7 +1266,8 @@ bool stages_where_avx2_segments_win_on_intel(const permute_plan& plan) {
 // 1 MiB): 1.21x / 1.10x on one thread (median 0.71 -> 0.86, 0.79 -> 0.85 of memcpy), 1.23x / 1.09x
 // on two, the least 0.81x (3-way interleaves of 8-byte lanes at 1 MiB on two threads); where a VBMI
 // gather had replaced them (7 / 4 cells) 1.71x / 1.74x on one thread, 1.57x / 1.54x on two (0.39 ->
-// 0.65 of memcpy); at 16 MiB the 2 vector-per-way cells 1.08x / 1.21x.
+// 0.65 of memcpy); the 2 vector-per-way cells 1.08x / 1.21x at 16 MiB, 1.24x / 1.14x at 256 MiB
+// (three rounds).
 bool loses_to_avx2_on_amd(const permute_plan& plan) {
   const shuffle_tile* const shuffle = own_avx512_shuffle(plan);
   if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr) return false;
@@ -1295,7 +1296,8 @@ bool loses_to_avx2_on_amd(const permute_plan& plan) {
 // and stages_where_avx2_direct_wins_on_amd change (141 / 106 / 17 at 64 KiB / 1 MiB / 16 MiB):
 // 1.58x / 1.43x / 1.17x on one thread (median 0.47 -> 0.77 and 0.48 -> 0.70 of memcpy at 64 KiB /
 // 1 MiB), 1.30x / 1.37x / 1.17x on two; the least 0.76x (two threads at 64 KiB), 0.75-0.81x at
-// 16 MiB (4-way interleaves of bytes).
+// 16 MiB (4-way interleaves of bytes). At 256 MiB (35 cells, three rounds) 1.17x / 1.05x on one /
+// two threads, the least 0.64x (3- and 4-way interleaves of 8-byte lanes, 0.98-1.01x over their 8).
 bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
