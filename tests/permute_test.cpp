@@ -1309,6 +1309,42 @@ TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// Staged plans whose outer positions interleave on the destination split their work on two or
+// more threads by blocks of the repeat where they interleave 3 ways (run_staged_plan): d2s
+// channels-first K = 3 DCR b3 C16 of bytes and of 2-byte elements, [432, 5, 5, 5] and
+// [432, 11, 11, 11] (outer destination strides of 15-225 bytes); b4, b8 and b2, which keep whole
+// positions per work item, as well. Each against the
+// reference on one, two and three threads, under every cap.
+TEST(PermutePlan, StagedPlansWithInterleavedOuterPositionsMatchOnEveryThreadCount) {
+  std::mt19937_64 rng(61);
+  const std::vector<int> d2s_dcr_channels_first{3, 4, 0, 5, 1, 6, 2};
+  struct problem {
+    std::vector<std::int64_t> shape;
+    std::int64_t width;
+  };
+  const problem problems[] = {{{3, 3, 3, 16, 5, 5, 5}, 1}, {{3, 3, 3, 16, 11, 11, 11}, 2},
+                              {{3, 3, 3, 4, 7, 7, 7}, 8},  {{4, 4, 4, 16, 4, 4, 4}, 2},
+                              {{8, 8, 8, 4, 3, 3, 3}, 1},  {{2, 2, 2, 16, 10, 10, 10}, 4}};
+  for (isa cap : {isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (const problem& p : problems) {
+      const auto axes = packed_transpose(p.shape, d2s_dcr_channels_first, p.width);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(p.width));
+      std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+      for (auto& v : src) v = static_cast<std::byte>(rng());
+      std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+      permute_naive(axes, src.data(), expected.data(), p.width);
+      for (int threads : {1, 2, 3}) {
+        std::vector<std::byte> actual(src.size(), std::byte{0x5A});
+        run_permute(plan, src.data(), actual.data(), threads);
+        EXPECT_TRUE(actual == expected) << to_string(cap) << " " << threads << " threads: " << describe(plan);
+      }
+    }
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // s2d channels-first K = 3 DCR b8 C16 of 2-byte elements at 16 MiB, [16, 80, 80, 80] ->
 // [8192, 10, 10, 10]: an 8-way de-interleave of 20-byte way rows whose output streams, which
 // assembles its output vectors (assembles_shuffle) on a Zen 4 and is planned for the cache on a

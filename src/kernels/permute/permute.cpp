@@ -1874,6 +1874,25 @@ void run_staged_in_destination_order(const permute_plan& plan, const std::byte* 
   });
 }
 
+// The staged plans that split their work by blocks of the repeat on two or more threads (see
+// run_staged_plan): of this many ways, blocks of calls of at least this many bytes.
+constexpr std::size_t ways_split_by_blocks = 3;
+constexpr std::int64_t min_blocked_call_bytes = 512;
+
+// Whether the outputs of the plan's outer positions interleave: every outer axis steps through the
+// destination by less than the span one position's calls write, so that work items of different
+// positions write bytes of the same lines.
+bool outer_positions_interleave_on_destination(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  std::int64_t span = tile.run.extent * static_cast<std::int64_t>(plan.width) * (tile.interleave ? ways : 1);
+  if (!tile.interleave) span += *std::ranges::max_element(tile.offsets);
+  for (const permute_axis& axis : {tile.repeat.outer, tile.repeat.inner}) {
+    span += magnitude(axis.dst_stride) * (axis.extent - 1);
+  }
+  return std::ranges::all_of(plan.outer, [&](const permute_axis& axis) { return magnitude(axis.dst_stride) < span; });
+}
+
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, const work_split& split,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
@@ -1889,7 +1908,28 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   // Same-run A/B over the 108 grid cells that change, twice: 1.28x at 1 MiB, 2.12x at 16 MiB
   // (median 0.19 -> 0.34 of memcpy; d2s CL-K3 CRD b4 C3 of 2-byte elements 0.03 -> 0.27).
   const std::int64_t call_bytes = staged_call_bytes(plan);
-  if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes) {
+  const bool two_levels = tile.repeat.outer.extent > 1;
+  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
+  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
+                                  (two_levels ? tile.repeat.inner.extent : 1);
+  // On two or more threads, plans whose outer positions interleave on the destination split the
+  // work by blocks of the repeat axis instead, one position per call, so that each thread writes
+  // its own stretch of the output: work items of whole positions put both threads on the same lines
+  // (d2s channels-first K = 3 DCR b3, outer destination strides of 15-225 bytes: 3-15 GB/s on two
+  // threads against 25-34 on one). For 3-way interleaves where the blocks leave calls of at least
+  // min_blocked_call_bytes, in the cache (outputs that stream are not measured). Measured on a Zen 4
+  // (2 vCPUs), the d2s grid at 64 KiB and 1 MiB on two threads: 3-way interleaves (28 / 18 cells)
+  // 1.66x / 2.13x (eight alternations of a switch, 0.84-6.2x; b3 C16 of 2-byte elements at 1 MiB
+  // 30-41 -> 62 GB/s) and 1.33x / 1.50x (four alternations of the binaries before and after); one
+  // thread unchanged. The same two A/Bs went both ways for 2-way (1.12x then 0.89x at 64 KiB, 19
+  // cells) and 4-way interleaves (1.17x then 0.81x, 6 cells), and 8-way ones lost (0.78x / 0.92x
+  // over 20 / 24 cells, d2s CF-K3 and NCHW b8), as did calls under 512 bytes (d2s CF-K3 b8 of small
+  // C, one 72-byte call per block, 0.13-0.29x).
+  const bool split_by_blocks =
+      split.threads > 1 && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
+      split_axis.extent / (min_items_per_thread * split.threads) * step_bytes >= min_blocked_call_bytes &&
+      outer_positions_interleave_on_destination(plan);
+  if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes && !split_by_blocks) {
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
     outer.pop_back();
@@ -1906,17 +1946,14 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     });
     return;
   }
-  const bool two_levels = tile.repeat.outer.extent > 1;
-  const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
   const std::int64_t near_step = magnitude(tile.interleave ? split_axis.dst_stride : split_axis.src_stride);
-  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
-                                  (two_levels ? tile.repeat.inner.extent : 1);
   const std::int64_t by_size = staged_block_bytes / std::max<std::int64_t>({near_step, step_bytes, 1});
   // With two or more threads, blocks are cut smaller where there would be fewer than
   // min_items_per_thread work items per thread (a tensor of one block gave the second thread
   // nothing to do).
-  const std::int64_t by_threads =
-      split.threads > 1 ? split_axis.extent * outer_count / (min_items_per_thread * split.threads) : split_axis.extent;
+  const std::int64_t by_threads = split.threads > 1 ? split_axis.extent * (split_by_blocks ? 1 : outer_count) /
+                                                          (min_items_per_thread * split.threads)
+                                                    : split_axis.extent;
   const std::int64_t per_item = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
   const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
   // The blocks become the outermost axis, so the odometer walks them block-major.
