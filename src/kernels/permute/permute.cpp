@@ -1879,14 +1879,13 @@ void run_staged_in_destination_order(const permute_plan& plan, const std::byte* 
 constexpr std::size_t ways_split_by_blocks = 3;
 constexpr std::int64_t min_blocked_call_bytes = 512;
 
-// Whether the outputs of the plan's outer positions interleave: every outer axis steps through the
-// destination by less than the span one position's calls write, so that work items of different
-// positions write bytes of the same lines.
+// Whether the outputs of an interleaving plan's outer positions interleave: every outer axis steps
+// through the destination by less than the span one position's calls write, so that work items of
+// different positions write bytes of the same lines.
 bool outer_positions_interleave_on_destination(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-  std::int64_t span = tile.run.extent * static_cast<std::int64_t>(plan.width) * (tile.interleave ? ways : 1);
-  if (!tile.interleave) span += *std::ranges::max_element(tile.offsets);
+  std::int64_t span = tile.run.extent * static_cast<std::int64_t>(plan.width) * ways;
   for (const permute_axis& axis : {tile.repeat.outer, tile.repeat.inner}) {
     span += magnitude(axis.dst_stride) * (axis.extent - 1);
   }
@@ -1924,9 +1923,10 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   // thread unchanged. The same two A/Bs went both ways for 2-way (1.12x then 0.89x at 64 KiB, 19
   // cells) and 4-way interleaves (1.17x then 0.81x, 6 cells), and 8-way ones lost (0.78x / 0.92x
   // over 20 / 24 cells, d2s CF-K3 and NCHW b8), as did calls under 512 bytes (d2s CF-K3 b8 of small
-  // C, one 72-byte call per block, 0.13-0.29x).
+  // C, one 72-byte call per block, 0.13-0.29x). De-interleaves keep whole positions: none in the
+  // grid has interleaved outer positions, so the split is unmeasured for them.
   const bool split_by_blocks =
-      split.threads > 1 && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
+      split.threads > 1 && tile.interleave && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
       split_axis.extent / (min_items_per_thread * split.threads) * step_bytes >= min_blocked_call_bytes &&
       outer_positions_interleave_on_destination(plan);
   if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes && !split_by_blocks) {
