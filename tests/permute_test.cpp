@@ -1309,6 +1309,54 @@ TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// On a Zen 4 the AVX-512 levels take the AVX2 level's plan, whatever its form, for the shuffles
+// loses_to_avx2_on_zen4 lists, in the cache: an unstaged 8-way interleave of bytes (d2s
+// channels-first K = 1 CRD b8 C1), a staged 16-way interleave of 2-byte lanes (d2s channels-last
+// K = 3 CRD b3 C16) and a staged 8-way de-interleave of 2-byte lanes (s2d channels-first K = 3 CRD
+// b8 C3). Zen 5 and the common rules keep the AVX-512 plans, as does a Zen 4 where the output
+// streams.
+TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(67);
+  struct problem {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    std::int64_t width;
+  };
+  const problem problems[] = {{{1, 8, 4096}, {0, 2, 1}, 1},
+                              {{4, 4, 4, 16, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2},
+                              {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2}};
+  const auto streamed = packed_transpose({1, 8, std::int64_t{32} << 20}, {0, 2, 1}, 1);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    for (const problem& p : problems) {
+      const auto axes = packed_transpose(p.shape, p.perm, p.width);
+      const auto width = static_cast<std::size_t>(p.width);
+      set_max_isa(isa::avx2);
+      const std::string avx2 = describe(plan_permute(axes, width));
+      set_max_isa(cap);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+      const permute_plan common = plan_permute(axes, width);
+      ASSERT_TRUE(common.shuffle) << describe(common);
+      EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+      EXPECT_EQ(describe(plan_permute(axes, width)), describe(common)) << to_string(cap);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+      const permute_plan zen4 = plan_permute(axes, width);
+      EXPECT_EQ(describe(zen4), avx2) << to_string(cap);
+      EXPECT_NE(describe(zen4), describe(common)) << to_string(cap);
+      EXPECT_EQ(describe(plan_permute_cached(axes, width)), describe(zen4)) << to_string(cap);
+      expect_matches_naive_on_one_and_two_threads(axes, zen4, width, rng);
+    }
+    const permute_plan zen4_streamed = plan_permute(streamed, 1);
+    ASSERT_TRUE(zen4_streamed.streams) << describe(zen4_streamed);
+    ASSERT_TRUE(zen4_streamed.shuffle) << describe(zen4_streamed);
+    EXPECT_GE(zen4_streamed.shuffle->level, isa::avx512) << describe(zen4_streamed);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // Staged plans whose outer positions interleave on the destination split their work on two or
 // more threads by blocks of the repeat where they interleave 3 ways (run_staged_plan): d2s
 // channels-first K = 3 DCR b3 C16 of bytes and of 2-byte elements, [432, 5, 5, 5] and
