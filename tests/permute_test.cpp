@@ -22,6 +22,7 @@
 #include "kernels/stream_store.hpp"
 #include "regrid/runtime.hpp"
 #include "runtime/cpu_features.hpp"
+#include "runtime/thread_pool.hpp"
 
 namespace regrid {
 // Parameterized tests print the ISA by name.
@@ -960,18 +961,24 @@ TEST(PermuteRun, StreamingLineCopiesMatch) {
   }
 }
 
-// Runs `plan` of `axes` on random bytes with one thread and with two: both match the naive copy.
-void expect_matches_naive_on_one_and_two_threads(const std::vector<permute_axis>& axes, const permute_plan& plan,
-                                                 std::int64_t width, std::mt19937_64& rng) {
+// Runs `plan` of `axes` on random bytes with each thread count from one to `most_threads`: every
+// output matches the naive copy.
+void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes, const permute_plan& plan,
+                                           std::int64_t width, std::mt19937_64& rng, int most_threads) {
   std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   std::vector<std::byte> expected(src.size(), std::byte{0x5A});
   permute_naive(axes, src.data(), expected.data(), width);
-  for (int threads : {1, 2}) {
+  for (int threads = 1; threads <= most_threads; ++threads) {
     std::vector<std::byte> actual(src.size(), std::byte{0x5A});
     run_permute(plan, src.data(), actual.data(), threads);
-    EXPECT_TRUE(actual == expected) << threads << " threads";
+    EXPECT_TRUE(actual == expected) << threads << " threads: " << describe(plan);
   }
+}
+
+void expect_matches_naive_on_one_and_two_threads(const std::vector<permute_axis>& axes, const permute_plan& plan,
+                                                 std::int64_t width, std::mt19937_64& rng) {
+  expect_matches_naive_on_thread_counts(axes, plan, width, rng, 2);
 }
 
 // Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
@@ -1379,15 +1386,41 @@ TEST(PermutePlan, StagedPlansWithInterleavedOuterPositionsMatchOnEveryThreadCoun
     for (const problem& p : problems) {
       const auto axes = packed_transpose(p.shape, d2s_dcr_channels_first, p.width);
       const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(p.width));
-      std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
-      for (auto& v : src) v = static_cast<std::byte>(rng());
-      std::vector<std::byte> expected(src.size(), std::byte{0x5A});
-      permute_naive(axes, src.data(), expected.data(), p.width);
-      for (int threads : {1, 2, 3}) {
-        std::vector<std::byte> actual(src.size(), std::byte{0x5A});
-        run_permute(plan, src.data(), actual.data(), threads);
-        EXPECT_TRUE(actual == expected) << to_string(cap) << " " << threads << " threads: " << describe(plan);
-      }
+      SCOPED_TRACE(to_string(cap));
+      expect_matches_naive_on_thread_counts(axes, plan, p.width, rng, 3);
+    }
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
+// Staged de-interleaves with at least one outer position per thread hand each thread whole
+// positions on two or more threads (run_staged_plan): s2d NCHW DCR b4 C16 of 8-byte elements
+// ([16, 24, 24], 4 positions), b3 C4 of bytes ([4, 129, 129], 3 positions: two threads take two
+// and one) and channels-first K = 3 DCR b2 C3 of 2-byte elements. Each against the reference on
+// one, two and three threads, under every cap.
+TEST(PermutePlan, StagedDeinterleavesOfWholePositionsMatchOnEveryThreadCount) {
+  std::mt19937_64 rng(71);
+  struct problem {
+    std::vector<std::int64_t> shape;
+    std::vector<int> perm;
+    std::int64_t width;
+  };
+  const std::vector<int> s2d_dcr_nchw{2, 4, 0, 1, 3};
+  const problem problems[] = {{{16, 6, 4, 6, 4}, s2d_dcr_nchw, 8},
+                              {{4, 43, 3, 43, 3}, s2d_dcr_nchw, 1},
+                              {{3, 16, 2, 16, 2, 16, 2}, {2, 4, 6, 0, 1, 3, 5}, 2}};
+  for (isa cap : {isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (const problem& p : problems) {
+      const auto axes = packed_transpose(p.shape, p.perm, p.width);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(p.width));
+      ASSERT_GE(plan.total_bytes, runtime::min_shared_bytes) << describe(plan);
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->interleave)
+          << describe(plan);
+      ASSERT_FALSE(plan.outer.empty()) << describe(plan);
+      SCOPED_TRACE(to_string(cap));
+      expect_matches_naive_on_thread_counts(axes, plan, p.width, rng, 3);
     }
   }
   set_max_isa(isa::avx512vbmi);
