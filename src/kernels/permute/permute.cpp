@@ -1951,8 +1951,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   // thread unchanged. The same two A/Bs went both ways for 2-way (1.12x then 0.89x at 64 KiB, 19
   // cells) and 4-way interleaves (1.17x then 0.81x, 6 cells), and 8-way ones lost (0.78x / 0.92x
   // over 20 / 24 cells, d2s CF-K3 and NCHW b8), as did calls under 512 bytes (d2s CF-K3 b8 of small
-  // C, one 72-byte call per block, 0.13-0.29x). De-interleaves keep whole positions: none in the
-  // grid has interleaved outer positions, so the split is unmeasured for them.
+  // C, one 72-byte call per block, 0.13-0.29x). De-interleaves do not take this split: none in the
+  // grid has interleaved outer positions, so it is unmeasured for them.
   const bool split_by_blocks =
       split.threads > 1 && tile.interleave && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
       split_axis.extent / (min_items_per_thread * split.threads) * step_bytes >= min_blocked_call_bytes &&
