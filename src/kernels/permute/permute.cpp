@@ -1381,7 +1381,9 @@ bool stages_where_avx2_direct_wins_on_zen4(const permute_plan& plan) {
 // 64 KiB / 1 MiB), the plans alternating per grid run, five rounds, on a Zen 4 (family 19h, model
 // 11h, 2 vCPUs): unstaged 1.18x / 1.13x on one thread (median 0.71 -> 0.87 and 0.80 -> 0.83 of
 // memcpy), 1.10x / 1.10x on two; staged 1.13x / 1.10x on one, 1.09x / 1.07x on two; the least 0.74x
-// (a staged 4-way interleave of bytes on two threads at 64 KiB). Where the output streams, the
+// (a staged 4-way interleave of bytes on two threads at 64 KiB). At 4 MiB, the binaries before
+// and after alternating, four rounds: the 93 cells it changes 1.10x / 1.10x on one / two threads
+// (median 0.54 -> 0.62 of memcpy, the least 0.92x). Where the output streams, the
 // AVX2 plans lost (16 MiB, three rounds: 0.44-0.96x per category), so those keep theirs; only the
 // 16-way staged interleaves of 1- and 2-byte lanes won there (1.07-1.17x over 8 cells, the least
 // 0.63x), left to the same limit.
