@@ -1383,10 +1383,10 @@ bool stages_where_avx2_direct_wins_on_zen4(const permute_plan& plan) {
 // memcpy), 1.10x / 1.10x on two; staged 1.13x / 1.10x on one, 1.09x / 1.07x on two; the least 0.74x
 // (a staged 4-way interleave of bytes on two threads at 64 KiB). At 4 MiB, the binaries before
 // and after alternating, four rounds: the 93 cells it changes 1.10x / 1.10x on one / two threads
-// (median 0.54 -> 0.62 of memcpy, the least 0.92x). Where the output streams, the
-// AVX2 plans lost (16 MiB, three rounds: 0.44-0.96x per category), so those keep theirs; only the
-// 16-way staged interleaves of 1- and 2-byte lanes won there (1.07-1.17x over 8 cells, the least
-// 0.63x), left to the same limit.
+// (median 0.54 -> 0.62 of memcpy, the least 0.92x). Where the output streams, the AVX2 plans lost
+// (16 MiB, three rounds: 0.44-0.96x per category), so those keep theirs; only the 16-way staged
+// interleaves of 1- and 2-byte lanes won there (1.07-1.17x over 8 cells, the least 0.63x), left to
+// the same limit.
 bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->transposes || output_streams(plan)) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
@@ -1955,10 +1955,11 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   // over 20 / 24 cells, d2s CF-K3 and NCHW b8), as did calls under 512 bytes (d2s CF-K3 b8 of small
   // C, one 72-byte call per block, 0.13-0.29x). De-interleaves do not take this split: none in the
   // grid has interleaved outer positions, so it is unmeasured for them.
+  // Repeat positions per work item where blocks of the repeat alone are the items.
+  const std::int64_t per_block_item = split_axis.extent / (min_items_per_thread * split.threads);
   const bool split_by_blocks =
       split.threads > 1 && tile.interleave && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
-      split_axis.extent / (min_items_per_thread * split.threads) * step_bytes >= min_blocked_call_bytes &&
-      outer_positions_interleave_on_destination(plan);
+      per_block_item * step_bytes >= min_blocked_call_bytes && outer_positions_interleave_on_destination(plan);
   if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes && !split_by_blocks) {
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
@@ -1994,7 +1995,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
       split.threads > 1 && !tile.interleave && !output_streams(plan) && outer_count >= split.threads;
   const std::int64_t by_threads =
       split.threads > 1 && !whole_positions
-          ? split_axis.extent * (split_by_blocks ? 1 : outer_count) / (min_items_per_thread * split.threads)
+          ? (split_by_blocks ? per_block_item
+                             : split_axis.extent * outer_count / (min_items_per_thread * split.threads))
           : split_axis.extent;
   const std::int64_t per_item = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
   const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
