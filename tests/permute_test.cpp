@@ -44,6 +44,29 @@ class PlansByTheCommonRules : public testing::Environment {
 [[maybe_unused]] testing::Environment* const plans_by_the_common_rules =
     testing::AddGlobalTestEnvironment(new PlansByTheCommonRules);
 
+// Tests that plan for other cores or cap the ISA put both back at their end, but a failed ASSERT
+// returns before that: this puts back what each test started with, so that a failure cannot change
+// the plans of the tests after it.
+class RestoresPlanningStateAfterEachTest : public testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const testing::TestInfo& /*test*/) override {
+    cores_at_start_ = runtime::planning_core_kind();
+    isa_at_start_ = active_isa();
+  }
+  void OnTestEnd(const testing::TestInfo& /*test*/) override {
+    runtime::plan_for_core_kind_for_testing(cores_at_start_);
+    set_max_isa(isa_at_start_);
+  }
+
+ private:
+  runtime::core_kind cores_at_start_ = runtime::core_kind::other;
+  isa isa_at_start_ = isa::scalar;
+};
+[[maybe_unused]] const bool restores_planning_state_after_each_test = [] {
+  testing::UnitTest::GetInstance()->listeners().Append(new RestoresPlanningStateAfterEachTest);
+  return true;
+}();
+
 // Both kinds of AMD's cores with AVX-512, which share the *_on_amd rules of plan_permute.
 constexpr std::array amd_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5};
 
