@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -1416,6 +1417,51 @@ TEST(PermutePlan, StagedPlansWithInterleavedOuterPositionsMatchOnEveryThreadCoun
   set_max_isa(isa::avx512vbmi);
 }
 
+// A permutation of a packed tensor of `shape` and element `width` bytes (see packed_transpose).
+struct staged_problem {
+  std::vector<std::int64_t> shape;
+  std::vector<int> perm;
+  std::int64_t width;
+};
+
+// Each problem plans as a staged interleave (or de-interleave) with outer positions, large enough
+// to be shared, and matches the reference on one, two and three threads, under every cap.
+void expect_staged_plans_match_on_thread_counts(std::span<const staged_problem> problems, bool interleave,
+                                                std::mt19937_64& rng) {
+  for (isa cap : {isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (const staged_problem& p : problems) {
+      const auto axes = packed_transpose(p.shape, p.perm, p.width);
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(p.width));
+      ASSERT_GE(plan.total_bytes, runtime::min_shared_bytes) << describe(plan);
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) << describe(plan);
+      ASSERT_EQ(plan.shuffle->interleave, interleave) << describe(plan);
+      ASSERT_FALSE(plan.outer.empty()) << describe(plan);
+      SCOPED_TRACE(to_string(cap));
+      expect_matches_naive_on_thread_counts(axes, plan, p.width, rng, 3);
+    }
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
+// Staged interleaves whose calls walk the innermost outer axis (calls of at most half the buffer),
+// where the outer positions interleave on the destination, also cut the repeat into blocks on two
+// or more threads, so that each thread writes its own stretch of the output (run_staged_plan): d2s
+// NCHW DCR b8 C64 of 2-byte elements at 64 KiB ([4096, 3, 3]: 8 positions of 48-byte rows),
+// channels-first K = 3 DCR b4 C64 of bytes ([4096, 3, 3, 3]) and b4 C4 ([256, 7, 7, 7]: 7 blocks
+// of the repeat, which two threads share unevenly). Each against the reference on one, two and three
+// threads, under every cap.
+TEST(PermutePlan, StagedInterleavesOfInterleavedPositionsMatchOnEveryThreadCount) {
+  std::mt19937_64 rng(73);
+  const std::vector<int> d2s_dcr_nchw{0, 3, 4, 1, 5, 2};
+  const std::vector<int> d2s_dcr_channels_first{3, 4, 0, 5, 1, 6, 2};
+  const staged_problem problems[] = {{{1, 8, 8, 64, 3, 3}, d2s_dcr_nchw, 2},
+                                     {{4, 4, 4, 64, 3, 3, 3}, d2s_dcr_channels_first, 1},
+                                     {{4, 4, 4, 4, 7, 7, 7}, d2s_dcr_channels_first, 1}};
+  expect_staged_plans_match_on_thread_counts(problems, true, rng);
+}
+
 // Staged de-interleaves with at least one outer position per thread hand each thread whole
 // positions on two or more threads (run_staged_plan): s2d NCHW DCR b4 C16 of 8-byte elements
 // ([16, 24, 24], 4 positions), b3 C4 of bytes ([4, 129, 129], 3 positions: two threads take two
@@ -1423,30 +1469,11 @@ TEST(PermutePlan, StagedPlansWithInterleavedOuterPositionsMatchOnEveryThreadCoun
 // one, two and three threads, under every cap.
 TEST(PermutePlan, StagedDeinterleavesOfWholePositionsMatchOnEveryThreadCount) {
   std::mt19937_64 rng(71);
-  struct problem {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
-    std::int64_t width;
-  };
   const std::vector<int> s2d_dcr_nchw{2, 4, 0, 1, 3};
-  const problem problems[] = {{{16, 6, 4, 6, 4}, s2d_dcr_nchw, 8},
-                              {{4, 43, 3, 43, 3}, s2d_dcr_nchw, 1},
-                              {{3, 16, 2, 16, 2, 16, 2}, {2, 4, 6, 0, 1, 3, 5}, 2}};
-  for (isa cap : {isa::avx2, isa::avx512, isa::avx512vbmi}) {
-    if (cap > detected_isa()) continue;
-    set_max_isa(cap);
-    for (const problem& p : problems) {
-      const auto axes = packed_transpose(p.shape, p.perm, p.width);
-      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(p.width));
-      ASSERT_GE(plan.total_bytes, runtime::min_shared_bytes) << describe(plan);
-      ASSERT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->interleave)
-          << describe(plan);
-      ASSERT_FALSE(plan.outer.empty()) << describe(plan);
-      SCOPED_TRACE(to_string(cap));
-      expect_matches_naive_on_thread_counts(axes, plan, p.width, rng, 3);
-    }
-  }
-  set_max_isa(isa::avx512vbmi);
+  const staged_problem problems[] = {{{16, 6, 4, 6, 4}, s2d_dcr_nchw, 8},
+                                     {{4, 43, 3, 43, 3}, s2d_dcr_nchw, 1},
+                                     {{3, 16, 2, 16, 2, 16, 2}, {2, 4, 6, 0, 1, 3, 5}, 2}};
+  expect_staged_plans_match_on_thread_counts(problems, false, rng);
 }
 
 // s2d channels-first K = 3 DCR b8 C16 of 2-byte elements at 16 MiB, [16, 80, 80, 80] ->
