@@ -1976,8 +1976,9 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     // (2 vCPUs), the 77 d2s cells of 64 KiB and 34 of 128 KiB this takes, two threads: 1.15x /
     // 1.22x (eight alternations of a switch; 4-way interleaves 1.26-1.91x, 8-way 1.0-1.1x, d2s
     // CF-K3 DCR b4 C64 of bytes 3.6x), 1.14x / 1.25x (the binaries before and after, five
-    // alternations; no cell of 1 MiB takes it). The 8-way ones of 256 and 512 KiB (d2s CF-K3 b8)
-    // went 0.97-0.99x, about the drift of the cells it does not touch in the same runs.
+    // alternations; no cell of 1 MiB takes it; one thread 1.00x). The 8-way ones of 256 and
+    // 512 KiB (d2s CF-K3 b8) went 0.97-0.99x, about the drift of the cells it does not touch in the
+    // same runs.
     const bool cut_repeat = split.threads > 1 && tile.interleave && !output_streams(plan) &&
                             outer_positions_interleave_on_destination(plan);
     const std::int64_t wanted_blocks = ceil_div(min_items_per_thread * split.threads, positions);
