@@ -448,14 +448,16 @@ void check_continuing_rows(bool interleave, shuffle_fn fn, std::int64_t b, std::
 }
 
 // Interleaves whose output rows continue one another stream them as one output (line_sink):
-// rows from under a line to several lines, outputs starting at line, even and odd offsets, 2 and
-// 5 rows per call at each of two outer positions, the avx512 build and, for bytes, the VBMI one
-// (the avx512 build's byte kernels and odd offsets at other widths take ordinary stores).
+// rows from under a line to several lines and of 4-8 KiB, outputs starting at line, even and odd
+// offsets, 2 and 5 rows per call at each of two outer positions, the avx512 build and, for bytes,
+// the VBMI one (the avx512 build's byte kernels and odd offsets at other widths take ordinary
+// stores).
 TEST(PermuteRun, StreamingContinuingRowsMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(37);
   for_each_register_shuffle(true, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
-    for (std::int64_t length : {std::int64_t{1}, std::int64_t{5}, 64 / width - 1, 64 / width + 3, 300 / width}) {
+    for (std::int64_t length :
+         {std::int64_t{1}, std::int64_t{5}, 64 / width - 1, 64 / width + 3, 300 / width, 4320 / (b * width) + 1}) {
       for (std::int64_t rows : {2, 5}) {
         for (std::int64_t misalign : {0, 1, 2, 8, 32})
           check_continuing_rows(true, fn, b, width, length, rows, misalign, rng);
