@@ -1925,6 +1925,29 @@ bool outer_positions_interleave_on_destination(const permute_plan& plan) {
   return std::ranges::all_of(plan.outer, [&](const permute_axis& axis) { return magnitude(axis.dst_stride) < span; });
 }
 
+// A staged plan's repeat cut into blocks of `per_block` positions of its split axis (the outer
+// repeat where it has two levels, else the inner), walked as the outermost axis before `outer`, so
+// that the odometer goes block-major; and the repeat of block `block`, the last one clamped.
+struct repeat_blocks {
+  const shuffle_repeat& repeat;
+  bool two_levels;
+  std::int64_t per_block;
+
+  [[nodiscard]] const permute_axis& split_axis() const { return two_levels ? repeat.outer : repeat.inner; }
+  [[nodiscard]] std::int64_t count() const { return ceil_div(split_axis().extent, per_block); }
+  [[nodiscard]] axis_list before(const axis_list& outer) const {
+    axis_list axes;
+    axes.push_back({count(), per_block * split_axis().src_stride, per_block * split_axis().dst_stride});
+    for (const permute_axis& axis : outer) axes.push_back(axis);
+    return axes;
+  }
+  [[nodiscard]] shuffle_repeat of(std::int64_t block) const {
+    shuffle_repeat part = repeat;
+    (two_levels ? part.outer : part.inner).extent = std::min(per_block, split_axis().extent - block * per_block);
+    return part;
+  }
+};
+
 void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* dst, const work_split& split,
                      std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
@@ -1984,21 +2007,16 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     const std::int64_t wanted_blocks = ceil_div(min_items_per_thread * split.threads, positions);
     const std::int64_t per_block =
         cut_repeat ? ceil_div(split_axis.extent, std::min(split_axis.extent, wanted_blocks)) : split_axis.extent;
-    const std::int64_t blocks = ceil_div(split_axis.extent, per_block);
+    const repeat_blocks blocks{tile.repeat, two_levels, per_block};
     const std::int64_t block_call_bytes = call_bytes / split_axis.extent * per_block;
     const std::int64_t per_group = std::clamp<std::int64_t>(staging_bytes / block_call_bytes, 1, group.extent);
     const std::int64_t groups = ceil_div(group.extent, per_group);
-    axis_list by_block;
-    by_block.push_back({blocks, per_block * split_axis.src_stride, per_block * split_axis.dst_stride});
-    for (const permute_axis& axis : outer) by_block.push_back(axis);
-    split_items(blocks * positions * groups, split, [&](std::int64_t begin, std::int64_t end) {
+    const axis_list by_block = blocks.before(outer);
+    split_items(blocks.count() * positions * groups, split, [&](std::int64_t begin, std::int64_t end) {
       std::int64_t work = begin;
       for_each_item(
           by_block, groups, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-            const std::int64_t first_in_repeat = work++ / (positions * groups) * per_block;
-            shuffle_repeat repeat = tile.repeat;
-            (two_levels ? repeat.outer : repeat.inner).extent =
-                std::min(per_block, split_axis.extent - first_in_repeat);
+            const shuffle_repeat repeat = blocks.of(work++ / (positions * groups));
             const std::int64_t first = item * per_group;
             const permute_axis part{std::min(per_group, group.extent - first), group.src_stride, group.dst_stride};
             run_staged(tile, plan.width, src + src_offset + first * group.src_stride,
@@ -2029,17 +2047,12 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
                              : split_axis.extent * outer_count / (min_items_per_thread * split.threads))
           : split_axis.extent;
   const std::int64_t per_item = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
-  const std::int64_t blocks = (split_axis.extent + per_item - 1) / per_item;
-  // The blocks become the outermost axis, so the odometer walks them block-major.
-  axis_list by_block;
-  by_block.push_back({blocks, per_item * split_axis.src_stride, per_item * split_axis.dst_stride});
-  for (const permute_axis& axis : plan.outer) by_block.push_back(axis);
-  split_items(blocks * outer_count, split, [&](std::int64_t begin, std::int64_t end) {
+  const repeat_blocks blocks{tile.repeat, two_levels, per_item};
+  const axis_list by_block = blocks.before(plan.outer);
+  split_items(blocks.count() * outer_count, split, [&](std::int64_t begin, std::int64_t end) {
     std::int64_t item = begin;
     for_each_item(by_block, 1, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t) {
-      const std::int64_t first = (item++ / outer_count) * per_item;
-      shuffle_repeat repeat = tile.repeat;
-      (two_levels ? repeat.outer : repeat.inner).extent = std::min(per_item, split_axis.extent - first);
+      const shuffle_repeat repeat = blocks.of(item++ / outer_count);
       run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat, permute_axis{},
                  src_end);
     });
