@@ -946,10 +946,67 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
       }
     }
   }
-  // Shorter runs are mostly partial lines: they keep ordinary stores; so does an output in the cache.
-  EXPECT_STREQ(run_tile_kernel_avx512(63, true).name, "copy_runs_avx512");
+  // An output in the cache keeps ordinary stores.
   EXPECT_STREQ(run_tile_kernel_avx512(96, false).name, "copy_runs_avx512");
   EXPECT_STREQ(run_tile_kernel_avx512(200, false).name, "copy_runs_avx512");
+}
+
+// Runs of 12-63 bytes into outputs larger than the cache, joined into whole lines where a tile's
+// columns continue the destination for 256 bytes or more and it reads the source in one stretch:
+// straight through the kernel, every start within a line. Each row a stretch, or the rows and the
+// planes continuing it too (the line between two rows or planes joined across them). Tiles that
+// read columns or rows far apart in the source, shorter stretches, rows continuing each column's
+// destination and destinations that continue along no axis take the ordinary copy, as do shorter
+// runs and outputs in the cache.
+TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(37);
+  for (std::int64_t width : {12, 18, 24, 33, 48, 63}) {
+    const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
+    ASSERT_STREQ(kernel.name, "copy_joined_runs_streaming_avx512") << width;
+    // `planes` x `rows` x `cols` runs read as d2s channels-last reads them: each column's rows a
+    // run and a byte apart, the columns a few rows' span apart (under 512 bytes), or `far` apart.
+    auto tile = [width](std::int64_t planes, std::int64_t rows, std::int64_t cols, std::int64_t dst_col,
+                        std::int64_t dst_row, std::int64_t dst_plane, std::int64_t far_col = 0,
+                        std::int64_t far_row = 0) {
+      const std::int64_t src_row = far_row != 0 ? far_row : width + 1;
+      const std::int64_t src_col = far_col != 0 ? far_col : 3 * (width + 1) + 3;
+      return tile_shape{.planes = planes,
+                        .rows = rows,
+                        .cols = cols,
+                        .src_plane = cols * src_col + rows * src_row + 7,
+                        .src_row = src_row,
+                        .src_col = src_col,
+                        .dst_plane = dst_plane,
+                        .dst_row = dst_row,
+                        .dst_col = dst_col};
+    };
+    const std::int64_t row = 24 * width;  // 24 columns' runs
+    struct named_tile {
+      const char* what;
+      tile_shape shape;
+    };
+    const named_tile tiles[] = {
+        {"columns, each row a stretch", tile(2, 3, 24, width, row + 7, 3 * (row + 7) + 64)},
+        {"columns and rows", tile(2, 3, 24, width, row, 3 * row + 64)},
+        {"columns, rows and planes", tile(2, 3, 24, width, row, 3 * row)},
+        {"columns, rows and planes, 2 x 2 runs per plane", tile(20, 2, 2, width, 2 * width, 4 * width)},
+        {"columns far apart (ordinary copy)", tile(2, 3, 24, width, row, 3 * row, 600)},
+        {"rows far apart (ordinary copy)", tile(2, 3, 24, width, row, 3 * row, 0, 24 * 160)},
+        {"columns, short stretches (ordinary copy)", tile(2, 3, 3, width, 3 * width + 7, 3 * (3 * width + 7) + 64)},
+        {"rows (ordinary copy)", tile(2, 24, 3, 24 * width + 7, width, 3 * (24 * width + 7) + 64)},
+        {"nothing (ordinary copy)", tile(2, 3, 24, width + 5, 24 * (width + 5) + 7, 3 * (24 * (width + 5) + 7) + 64)},
+    };
+    for (const named_tile& t : tiles) {
+      for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+        ASSERT_TRUE(tile_copy_matches(kernel, t.shape, width, misalign, rng))
+            << "width=" << width << " misalign=" << misalign << " continuing: " << t.what;
+      }
+    }
+  }
+  EXPECT_STREQ(run_tile_kernel_avx512(11, true).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(18, false).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(48, false).name, "copy_runs_avx512");
 }
 
 // The streaming copy of one-line (64-byte) runs: straight through the kernel, into destinations on
@@ -1094,7 +1151,9 @@ TEST(PermutePlan, LongOutputRowsOfShortRunsWalkTheSourceInOrder) {
   };
   const auto large = depth_to_space(394, 3);  // 16.8 MB, 14184-byte output rows
   const permute_plan plan = plan_permute(large, 4);
-  EXPECT_EQ(kernel_name(plan), "copy_runs_avx512") << describe(plan);
+  // The streaming kernel of runs under a line, which copies these tiles (whose rows continue each
+  // column's destination) the ordinary way.
+  EXPECT_EQ(kernel_name(plan), "copy_joined_runs_streaming_avx512") << describe(plan);
   EXPECT_EQ(plan.col.extent, 3) << describe(plan);
   EXPECT_EQ(plan.col.src_stride, 36) << describe(plan);
   EXPECT_EQ(plan.plane.extent, 1) << describe(plan);
