@@ -2617,8 +2617,8 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_FALSE(plan_permute(long_runs, 4).gather) << describe(plan_permute(long_runs, 4));
   // Run copies of 24-byte elements (s2d NHWC DCR b2 C3 float32) gather only where the gather
   // streams into an output the last-level cache could hold (17 MiB planned as for a Zen 5), not in
-  // the cache (64 KiB), not where a Zen 4 would not stream the gather, and not past 64 MiB;
-  // 32-byte ones (C4) do not gather.
+  // the cache (64 KiB), not on a Zen 4 (whose gather streams there too, but lost to the run copy),
+  // and not past 64 MiB; 32-byte ones (C4) do not gather.
   const auto rgb_pairs = packed_transpose({37, 2, 37, 2, 3}, {0, 2, 1, 3, 4}, 4);
   const auto cache_sized_rgb_pairs = packed_transpose({600, 2, 600, 2, 3}, {0, 2, 1, 3, 4}, 4);
   const auto large_rgb_pairs = packed_transpose({1500, 2, 1500, 2, 3}, {0, 2, 1, 3, 4}, 4);

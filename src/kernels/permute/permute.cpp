@@ -923,10 +923,14 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
   // 1.10x / 1.09x at 256 MiB (on one thread 12 cells 1.2-1.5x, mostly b3-b8, and 5 0.65-0.89x, the
   // worst s2d b2 C3 of 4- and 8-byte elements at 0.65-0.79x). (Measured against the run copies of
   // 2026-11-21, the gathers won at every size up to 16 MiB.) 16- and 32-byte elements (whole
-  // vectors) and 36-byte ones lost to the gather at every size measured then (0.48-0.92x).
+  // vectors) and 36-byte ones lost to the gather at every size measured then (0.48-0.92x). A Zen 4,
+  // whose gathers stream their strips from 12 MiB too, keeps the run copies: there the 25 run-copy
+  // cells of the 16 MiB grid a gather would take ran 0.90x / 0.80x on one / two threads (three
+  // alternations, 0.44-1.69x per cell).
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
-  const bool streamed_into_cache_sized_output =
-      gather_strips_stream(plan) && plan.total_bytes < streamed_gather_output_bytes;
+  const bool streamed_into_cache_sized_output = runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
+                                                gather_strips_stream(plan) &&
+                                                plan.total_bytes < streamed_gather_output_bytes;
   return words_not_power_of_two && plan.width < 64 && steps <= 2 && streamed_into_cache_sized_output;
 }
 
@@ -1064,7 +1068,8 @@ bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other p
 
 // The cores the *_on_amd rules below are for: AMD's with AVX-512, Zen 4 and Zen 5. The rules were
 // measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd); the two rules that
-// did not are Zen 5's alone (assembles_streamed_deinterleave, streamed_gather_output_bytes_on).
+// did not are Zen 5's alone (assembles_streamed_deinterleave, and gathers in place of run copies
+// of 24- and 48-byte elements: gather_beats).
 bool takes_amd_rules(runtime::core_kind cores) {
   return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
 }

@@ -246,12 +246,15 @@ inline constexpr std::int64_t streamed_gather_output_bytes = std::int64_t{64} <<
 /// s2d NHWC and channels-last K = 3 CRD, d2s NHWC CRD and s2d NHWC DCR of bytes; 1.13x / 1.10x over
 /// the other 49), 12 cells losing 0.7-0.9x (d2s channels-last K = 3 CRD of 2-byte elements, some
 /// two-thread d2s NHWC CRD). An earlier A/B there had two threads at 0.91x (hence 64 MiB on every
-/// CPU until then); this one did not reproduce it. A Zen 4 (family 19h, 2 vCPUs) keeps 64 MiB: the
-/// 25 run-copy cells of the 16 MiB grid a gather would take there ran 0.90x / 0.80x on one / two
-/// threads (three alternations, 0.44-1.69x per cell).
+/// CPU until then); this one did not reproduce it. On a Zen 4 (family 19h, model 11h, 2 vCPUs)
+/// too: each of the 123 gather cells of the 16 MiB grid run both ways in one process, alternating,
+/// 11 times, then again in the other order: 1.25x / 1.19x on one / two threads (per family
+/// 1.09-1.37x; 3 / 7 cells under 0.95x, the least s2d channels-last K = 3 CRD b3 C3 of bytes at
+/// 0.78x / 0.75x). (Planning for a Zen 4 keeps the run copies that gathers streaming into cache-sized
+/// outputs replace on a Zen 5: see gather_beats.)
 [[nodiscard]] inline std::int64_t streamed_gather_output_bytes_on(runtime::core_kind cores) {
-  return cores == runtime::core_kind::amd_zen5 ? static_cast<std::int64_t>(streaming_output_bytes)
-                                               : streamed_gather_output_bytes;
+  const bool amd = cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
+  return amd ? static_cast<std::int64_t>(streaming_output_bytes) : streamed_gather_output_bytes;
 }
 /// Writes the rows from dst on, reading src; never reads at or past src_end.
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
