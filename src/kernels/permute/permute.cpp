@@ -1067,9 +1067,10 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other per-core rules
 
 // The cores the *_on_amd rules below are for: AMD's with AVX-512, Zen 4 and Zen 5. The rules were
-// measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd); the two rules that
-// did not are Zen 5's alone (assembles_streamed_deinterleave, and gathers in place of run copies
-// of 24- and 48-byte elements: gather_beats).
+// measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd; the planning of
+// assembled de-interleaves for the cache, assembles_streamed_deinterleave, held there once measured
+// plan against plan in one process); the rule that did not is Zen 5's alone (gathers in place of
+// run copies of 24- and 48-byte elements: gather_beats).
 bool takes_amd_rules(runtime::core_kind cores) {
   return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
 }
@@ -1185,9 +1186,14 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // cached one alternating per whole grid run, five A/Bs of one or two threads (two or three rounds
 // each; memcpy interleaved, or each sample after untimed calls of its own kind), op throughput
 // 1.8-2.2x (geometric means; median ratio to memcpy about 0.2 -> 0.4), least 0.75-1.43x. At
-// 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads. Zen 5's alone: on a Zen 4
-// (family 19h, 2 vCPUs) the same 26 cells, three alternations, went both ways: 1.12x on one thread,
-// 0.87x on two (0.54-1.52x per cell).
+// 256 MiB the 6 that assemble there: 2.4x / 2.25x on one / two threads. On a Zen 4 (family 19h,
+// model 11h, 2 vCPUs) the same 26 cells, three alternations of whole grid runs, had gone both ways
+// (1.12x on one thread, 0.87x on two; 0.54-1.52x per cell), and the rule was Zen 5's alone; there
+// each of the 25 such cells planned both ways in one process, the two plans alternating 11 times,
+// then again in the other order: 1.33x / 1.19x on one / two threads (median 0.28 -> 0.38 of memcpy
+// on one; the least 1.02x / 0.80x, s2d CRD b8 C4 of 4-byte elements on two), and the 6 at 256 MiB
+// 1.56x / 1.43x (the least 0.66x on two threads, CRD C64 of 4-byte elements). Intel's cores keep the
+// streamed plan (unmeasured).
 bool assembles_streamed_deinterleave(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && output_streams(plan);
 }
@@ -1416,7 +1422,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   struct cache_planning {
     ~cache_planning() { planning_for_the_cache = false; }
   } restore_streaming;
-  if (runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && assembles_streamed_deinterleave(plan)) {
+  if (takes_amd_rules(runtime::planning_core_kind()) && assembles_streamed_deinterleave(plan)) {
     planning_for_the_cache = true;
     plan = plan_permute_unsplit(axes, element_bytes);
   }
