@@ -327,6 +327,24 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
+// Where the source-order walks (walks_source_order for de-interleave runs of 1 KiB or more,
+// source_order_interleave_repeat, and the off-line streaming of such de-interleave runs that goes
+// with them) are taken: far past the cache on every CPU; on a Zen 4 (family 19h, model 11h, 2
+// vCPUs) wherever the output streams, for de-interleaves and for interleaves of 4 ways or more
+// planned at the AVX-512 level. There each of the 154 cells of the 16 MiB grid this changes was
+// planned both ways in one process, the two plans alternating 11 times, then again in the other
+// order: 1.44x / 1.19x on one / two threads (s2d NCHW and NCHW_VECT_C 1.28-1.59x / 1.08-1.29x per
+// block, d2s NCHW and NCHW_VECT_C b4 / b8 1.18-1.92x / 1.03-1.41x, d2s channels-first K = 3 b4 / b8
+// 1.25x / 3.15x on one thread; 6 / 4 cells under 0.9x, the least 0.70x, d2s NCHW DCR b4 C64 of
+// 8-byte elements). Interleaves of 2 and 3 ways went both ways (d2s channels-first K = 3 b2 0.95x,
+// NCHW b3 0.92x on one thread), and so did AVX2-level plans (d2s channels-first K = 3 b2 / b4
+// 0.63-0.77x): those keep the direct walk below 64 MiB, as every other CPU does (on a Zen 5 the
+// long de-interleave runs had tied at 16 MiB).
+bool walks_source_order_past_the_cache(const permute_plan& plan, bool interleave, std::int64_t ways) {
+  if (far_past_the_cache(plan)) return true;
+  return runtime::planning_core_kind() == runtime::core_kind::amd_zen4 && output_streams(plan) &&
+         planning_isa() >= isa::avx512 && (!interleave || ways >= 4);
+}
 // Where the output is that large, de-interleave runs of 1 KiB or more stream even where their rows
 // are off cache lines (each row's vectors re-cut into whole lines, as for runs of
 // streamed_unaligned_deinterleave_run_bytes in smaller outputs): same-run A/B on a Zen 5, the 20
@@ -338,8 +356,8 @@ bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= m
 // 0.81 -> 0.52).
 constexpr std::int64_t far_streamed_unaligned_deinterleave_run_bytes = 1024;
 std::int64_t streamed_deinterleave_run_bytes(const permute_plan& plan) {
-  return far_past_the_cache(plan) ? far_streamed_unaligned_deinterleave_run_bytes
-                                  : streamed_unaligned_deinterleave_run_bytes;
+  return walks_source_order_past_the_cache(plan, false, 0) ? far_streamed_unaligned_deinterleave_run_bytes
+                                                           : streamed_unaligned_deinterleave_run_bytes;
 }
 
 // Whether a direct plan whose output streams passes over the source more than once: an axis
@@ -372,9 +390,10 @@ shuffle_repeat take_source_order_repeat(axis_list& rest, std::int64_t run_bytes,
 bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_bytes, const shuffle_repeat& direct,
                         const axis_list& outside, const permute_plan& plan) {
   if (interleave || !streamed_walk_passes_source_again(plan, direct, outside)) return false;
-  return direct.streaming ? ways <= max_streamed_source_order_ways &&
-                                (run_bytes < max_streamed_source_order_run_bytes || far_past_the_cache(plan))
-                          : ways <= max_source_order_ways;
+  return direct.streaming
+             ? ways <= max_streamed_source_order_ways && (run_bytes < max_streamed_source_order_run_bytes ||
+                                                          walks_source_order_past_the_cache(plan, false, ways))
+             : ways <= max_source_order_ways;
 }
 
 // The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
@@ -421,7 +440,8 @@ std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, ax
                                                              const permute_plan& plan, std::int64_t run_bytes,
                                                              std::int64_t ways, bool transposes,
                                                              bool long_output_runs) {
-  if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes || !far_past_the_cache(plan) ||
+  if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes ||
+      !walks_source_order_past_the_cache(plan, true, ways) ||
       !streamed_walk_passes_source_again(plan, direct, outside)) {
     return std::nullopt;
   }
