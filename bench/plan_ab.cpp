@@ -1,0 +1,184 @@
+// Two plans of each grid case, timed against each other in one process: the A/B that decides a
+// planning rule. Each named case is planned twice, under two ISA caps, or with an environment
+// variable set to two values while planning (a temporary switch in the planner), or once and run
+// on two thread counts; then plan A, plan B and memcpy run in turn on the same buffers, and the
+// medians are compared. Whole-grid runs alternated between binaries drift with this machine's
+// memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s on a 2-vCPU Zen 4); plans
+// alternated call by call do not. The plan timed second starts in the cache state the first one
+// leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
+//
+//   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
+//       (--isa avx512vbmi avx2 | --threads-ab 1 2 | --env NAME VALUE_A VALUE_B)
+//
+// FILE lists case names as `regrid bench` prints them (s2d/NCHW/DCR/x8/b2/c3/16MiB), one per
+// line; VALUE "-" leaves the variable unset. Prints, per case, op time A / op time B (above 1: B
+// is faster) and each plan's ratio to memcpy, then the geometric mean over the cases.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "regrid/regrid.hpp"
+#include "space_depth_cases.hpp"
+
+namespace {
+
+struct options {
+  std::string cases_file;
+  std::int64_t size_kib = 0;
+  int threads = 1;
+  int repetitions = 11;
+  std::string mode;  // "isa", "threads", "env"
+  std::string variable;
+  std::string value_a;
+  std::string value_b;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "regrid_plan_ab: %s\nusage: regrid_plan_ab --cases FILE --size-kib N [--threads N] [--repetitions N] "
+               "(--isa A B | --threads-ab A B | --env NAME A B)\n",
+               why);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  auto next = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage("an option lacks its value");
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--cases") {
+      o.cases_file = next(i);
+    } else if (arg == "--size-kib") {
+      o.size_kib = std::atoll(next(i).c_str());
+    } else if (arg == "--threads") {
+      o.threads = std::atoi(next(i).c_str());
+    } else if (arg == "--repetitions") {
+      o.repetitions = std::atoi(next(i).c_str());
+    } else if (arg == "--isa" || arg == "--threads-ab") {
+      o.mode = arg == "--isa" ? "isa" : "threads";
+      o.value_a = next(i);
+      o.value_b = next(i);
+    } else if (arg == "--env") {
+      o.mode = "env";
+      o.variable = next(i);
+      o.value_a = next(i);
+      o.value_b = next(i);
+    } else {
+      usage(("unknown option " + arg).c_str());
+    }
+  }
+  if (o.cases_file.empty() || o.size_kib <= 0 || o.mode.empty() || o.repetitions < 1 || o.threads < 1) {
+    usage("--cases, --size-kib and one of --isa, --threads-ab, --env are required");
+  }
+  return o;
+}
+
+void set_variable(const std::string& name, const std::string& value) {
+  if (value == "-") {
+    unsetenv(name.c_str());
+  } else {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+}
+
+regrid::space_depth_plan plan_case(const regrid::bench::space_depth_case& c) {
+  const regrid::space_depth_options o{.block_size = c.block, .layout = c.variant.layout, .mode = c.mode};
+  return c.to_depth ? regrid::space_depth_plan::space_to_depth(c.type, c.input_shape, o)
+                    : regrid::space_depth_plan::depth_to_space(c.type, c.input_shape, o);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  std::set<std::string> wanted;
+  {
+    std::ifstream in(o.cases_file);
+    if (!in) usage(("cannot read " + o.cases_file).c_str());
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::string name = line.substr(0, line.find(' '));
+      if (!name.empty()) wanted.insert(name);
+    }
+  }
+  auto isa_named = [](const std::string& text) {
+    const std::optional<regrid::isa> level = regrid::parse_isa(text);
+    if (!level) usage(("unknown ISA " + text).c_str());
+    return *level;
+  };
+  auto prepare = [&](const std::string& value) {  // before planning plan A or B
+    if (o.mode == "isa") regrid::set_max_isa(isa_named(value));
+    if (o.mode == "env") set_variable(o.variable, value);
+  };
+  auto before_run = [&](const std::string& value) {
+    if (o.mode == "threads") regrid::set_num_threads(std::atoi(value.c_str()));
+  };
+  regrid::set_num_threads(o.threads);
+  const regrid::isa detected = regrid::detected_isa();
+  regrid::bench::grid_options grid;
+  grid.sizes = {o.size_kib << 10};
+  double log_sum = 0;
+  int count = 0;
+  for (const regrid::bench::space_depth_case& c : regrid::bench::make_grid(grid)) {
+    if (wanted.count(c.name()) == 0) continue;
+    prepare(o.value_a);
+    const regrid::space_depth_plan plan_a = plan_case(c);
+    prepare(o.value_b);
+    const regrid::space_depth_plan plan_b = plan_case(c);
+    if (o.mode == "isa") regrid::set_max_isa(detected);
+    const auto bytes = static_cast<std::size_t>(c.bytes);
+    std::vector<std::byte> src(bytes, std::byte{1});
+    std::vector<std::byte> dst(bytes, std::byte{2});
+    for (int warm = 0; warm < 3; ++warm) {
+      plan_a.execute(src.data(), dst.data());
+      plan_b.execute(src.data(), dst.data());
+    }
+    std::vector<double> a;
+    std::vector<double> b;
+    std::vector<double> copy;
+    for (int r = 0; r < o.repetitions; ++r) {
+      before_run(o.value_a);
+      auto start = std::chrono::steady_clock::now();
+      plan_a.execute(src.data(), dst.data());
+      a.push_back(seconds_since(start));
+      before_run(o.value_b);
+      start = std::chrono::steady_clock::now();
+      plan_b.execute(src.data(), dst.data());
+      b.push_back(seconds_since(start));
+      start = std::chrono::steady_clock::now();
+      std::memcpy(dst.data(), src.data(), bytes);
+      copy.push_back(seconds_since(start));
+    }
+    if (o.mode == "threads") regrid::set_num_threads(o.threads);
+    const double time_a = median(a);
+    const double time_b = median(b);
+    const double time_copy = median(copy);
+    std::printf("%.3f %-40s A %.3f ms (%.2f of memcpy)  B %.3f ms (%.2f)\n", time_a / time_b, c.name().c_str(),
+                time_a * 1e3, time_copy / time_a, time_b * 1e3, time_copy / time_b);
+    log_sum += std::log(time_a / time_b);
+    ++count;
+  }
+  if (count == 0) usage("no case of the file is in the grid at that size");
+  std::printf("geometric mean A / B: %.3f over %d cases\n", std::exp(log_sum / count), count);
+  return 0;
+}
