@@ -28,6 +28,8 @@ struct space_depth_case {
   std::int64_t bytes = 0;         // actual tensor size
   [[nodiscard]] std::string name() const;
   [[nodiscard]] std::string group() const;  // layout x width, for the summary
+  /// The kind of plan it runs under the active ISA cap (space_depth_plan::kernel()).
+  [[nodiscard]] std::string kernel() const;
 };
 
 struct grid_options {

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "io/npy.hpp"
@@ -247,6 +248,81 @@ TEST_F(Cli, BenchReportsTheRatioToAVectorCopy) {
   ASSERT_FALSE(line.fail()) << line.str();
   EXPECT_GT(vector_copy_rate, 0.0) << line.str();
   EXPECT_NEAR(vector_copy_ratio, op_rate / vector_copy_rate, 0.01 + 0.01 * vector_copy_ratio) << line.str();
+}
+
+// `bench` names the kind of plan each cell ran at the end of its line, and tallies the cells under
+// their target (0.9 of memcpy from 1 MiB, 0.6 below) per kind of plan, thread count and size.
+TEST_F(Cli, BenchTalliesTheCellsUnderTargetByKindOfPlan) {
+  const run_result bench = run("bench --threads 1 2 --repetitions 1 --sizes-kib 64 1024 --filter s2d/NHWC/CRD/x16/b2/");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  struct expected_tally {
+    int run = 0;
+    int under = 0;
+    bool rounding_decides = false;  // a ratio printed within rounding of its target
+  };
+  std::map<std::tuple<std::string, int, std::string>, expected_tally> expected;  // kind, threads, size
+  std::istringstream lines(bench.out);
+  int cells = 0;
+  for (std::string text; std::getline(lines, text);) {
+    if (!text.starts_with("s2d/NHWC/CRD/x16/b2/")) continue;
+    std::istringstream words(text);
+    std::string name, kind;
+    long long bytes = 0;
+    int threads = 0;
+    double op_rate = 0, copy_rate = 0, ratio = 0;
+    words >> name >> bytes >> threads >> op_rate >> copy_rate >> ratio >> kind;
+    ASSERT_FALSE(words.fail()) << text;
+    EXPECT_TRUE(kind.starts_with("copy") || kind.find("interleave") != std::string::npos ||
+                kind.starts_with("gather") || kind.starts_with("transpose"))
+        << text;
+    const std::string size = name.substr(name.rfind('/') + 1);
+    const double target = size == "64KiB" ? 0.6 : 0.9;
+    expected_tally& tally = expected[{kind, threads, size}];
+    ++tally.run;
+    tally.under += ratio < target ? 1 : 0;
+    tally.rounding_decides |= std::abs(ratio - target) <= 0.006;
+    ++cells;
+  }
+  ASSERT_EQ(cells, 20) << bench.out;  // 5 channel counts, 2 sizes, 2 thread counts
+  const std::size_t block = bench.out.find("\nunder target: cells under 0.90 of memcpy (0.60 below 1MiB)");
+  std::map<std::pair<std::string, int>, std::vector<std::string>> listed;  // kind, threads -> per size
+  if (block != std::string::npos) {
+    std::istringstream rows(bench.out.substr(block + 1));
+    std::string heading, columns;
+    std::getline(rows, heading);
+    std::getline(rows, columns);
+    EXPECT_TRUE(columns.starts_with("plan")) << columns;
+    for (std::string text; std::getline(rows, text) && !text.empty();) {
+      std::istringstream words(text);
+      std::string kind, at_64_kib, at_1_mib, least;
+      int threads = 0;
+      words >> kind >> threads >> at_64_kib >> at_1_mib >> least;
+      ASSERT_FALSE(words.fail()) << text;
+      listed[{kind, threads}] = {at_64_kib, at_1_mib};
+    }
+  }
+  // Every kind with a cell under target is listed with its counts; the others are not.
+  std::map<std::pair<std::string, int>, bool> any_under;
+  for (const auto& [key, tally] : expected) {
+    const auto& [kind, threads, size] = key;
+    if (tally.under > 0 && !tally.rounding_decides) any_under[{kind, threads}] = true;
+  }
+  for (const auto& [key, tally] : expected) {
+    const auto& [kind, threads, size] = key;
+    const auto row = listed.find({kind, threads});
+    if (row == listed.end()) {
+      const bool has_under = any_under[std::make_pair(kind, threads)];
+      EXPECT_FALSE(has_under) << kind << " on " << threads << " threads is not listed\n" << bench.out;
+      continue;
+    }
+    const std::string& count = row->second[size == "64KiB" ? 0 : 1];
+    const std::string run_count = "/" + std::to_string(tally.run);
+    EXPECT_TRUE(count.ends_with(run_count)) << kind << " " << size << ": " << count << "\n" << bench.out;
+    if (!tally.rounding_decides) {
+      EXPECT_EQ(count, std::to_string(tally.under) + run_count) << kind << " " << size << "\n" << bench.out;
+    }
+  }
+  EXPECT_EQ(block != std::string::npos, !any_under.empty()) << bench.out;
 }
 
 // `bench` ends with the grid's targets against what it measured: per size and thread count the

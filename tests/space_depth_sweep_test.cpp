@@ -318,7 +318,13 @@ TEST(SpaceDepthPlan, ExecutesLikeTheOneShotCallsOnManyBuffers) {
     const space_depth_plan plan = space_depth_plan::space_to_depth(
         c.type, space_shape, options, probe_src.const_view().strides(), probe_dst.view().strides());
     EXPECT_EQ(plan.output_shape(), depth_shape);
-    EXPECT_FALSE(plan.describe().empty());
+    // kernel() names describe()'s kernel and says whether the shuffle is staged or segmented.
+    const std::string description = plan.describe();
+    const std::string kind = plan.kernel();
+    const std::string kernel_name = kind.substr(0, kind.find('+'));
+    EXPECT_TRUE(description.ends_with(" (" + kernel_name + ")")) << description << " / " << kind;
+    EXPECT_EQ(kind.ends_with("+staged"), description.find(" staged by ") != std::string::npos) << description;
+    EXPECT_EQ(kind.ends_with("+segmented"), description.find(" segmented") != std::string::npos) << description;
     for (int round = 0; round < 3; ++round) {
       const tensor x = random_tensor(c.type, space_shape, rng);
       strided_buffer src(c.type, space_shape, src_style);

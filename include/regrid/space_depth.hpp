@@ -116,6 +116,11 @@ class space_depth_plan {
   [[nodiscard]] const shape_t& output_shape() const noexcept;
   /// The kernel and the normalized loop nest, as REGRID_VERBOSE=dispatch prints them.
   [[nodiscard]] std::string describe() const;
+  /// The kind of plan, as benchmark reports group cells: the kernel's name (describe()'s last
+  /// word), with "+staged" where a shuffle goes through a scratch tile and "+segmented" where it
+  /// runs segment by segment, e.g. "deinterleave4_x32_avx512+staged" or "copy_runs_avx2". Names
+  /// follow the kernels, which change between versions; do not branch on them.
+  [[nodiscard]] std::string kernel() const;
 
   /// Runs on `src` / `dst` laid out as planned. Throws regrid::error (nothing written) when a
   /// pointer is null for a non-empty tensor or the two buffers overlap.

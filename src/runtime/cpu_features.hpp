@@ -13,6 +13,12 @@ namespace regrid::runtime {
 ///   other:    anything else.
 enum class core_kind { intel, amd_zen4, amd_zen5, other };
 
+/// AMD's cores with AVX-512 (Zen 4 and Zen 5), which share the *_on_amd planning rules: measured on
+/// a Zen 5 first and held on a Zen 4 (see plan_permute).
+[[nodiscard]] constexpr bool takes_amd_rules(core_kind cores) noexcept {
+  return cores == core_kind::amd_zen4 || cores == core_kind::amd_zen5;
+}
+
 /// The cores kernel choices are made for: this CPU's (from cpuid), unless tests set others.
 core_kind planning_core_kind() noexcept;
 

@@ -1,6 +1,7 @@
 // `regrid bench`: SpaceToDepth / DepthToSpace against memcpy of the same bytes, measured in the
 // same process and interleaved, over the benchmark grid; prints every cell, the min / median
-// ratio per layout x element width, and the grid's targets against what was measured.
+// ratio per layout x element width, the grid's targets against what was measured, and the cells
+// under target by the kind of plan they ran.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -36,6 +37,7 @@ constexpr std::int64_t max_size_kib = std::int64_t{4} << 20;
 
 struct cell_result {
   std::string name;
+  std::string kernel;     // the kind of plan (space_depth_plan::kernel())
   std::int64_t size = 0;  // the grid size it was made for
   int threads = 1;
   double ratio = 0;
@@ -103,6 +105,65 @@ void print_targets(const std::vector<cell_result>& cells) {
   }
 }
 
+// The ratio a cell of `size` falls short of: the one-thread median targets, read per cell.
+double cell_target(std::int64_t size) { return size >= small_bytes ? one_thread_median : small_one_thread_median; }
+
+// Every cell under its target, counted per kind of plan and thread count against the cells of that
+// kind run, per grid size: which kernels the shortfall is made of. The README's "Under target"
+// gives the reason per kind.
+void print_under_target(const std::vector<cell_result>& cells) {
+  std::vector<std::int64_t> sizes;
+  for (const cell_result& cell : cells) sizes.push_back(cell.size);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  struct tally {
+    std::map<std::int64_t, std::pair<int, int>> per_size;  // size -> (under, run)
+    int under = 0;
+    double least = 0;
+  };
+  std::map<std::pair<std::string, int>, tally> kinds;
+  for (const cell_result& cell : cells) {
+    tally& t = kinds[{cell.kernel, cell.threads}];
+    auto& [under, run] = t.per_size[cell.size];
+    ++run;
+    if (cell.ratio < cell_target(cell.size)) {
+      t.least = t.under == 0 ? cell.ratio : std::min(t.least, cell.ratio);
+      ++under;
+      ++t.under;
+    }
+  }
+  std::vector<std::pair<std::pair<std::string, int>, const tally*>> rows;
+  for (const auto& [key, t] : kinds) {
+    if (t.under > 0) rows.emplace_back(key, &t);
+  }
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    // One thread count after the other, the kinds with the most cells under target first.
+    if (a.first.second != b.first.second) return a.first.second < b.first.second;
+    return a.second->under > b.second->under;
+  });
+  std::printf(
+      "\nunder target: cells under %.2f of memcpy (%.2f below %s), by kind of plan (under / run; least "
+      "ratio)\n",
+      one_thread_median, small_one_thread_median, bench::size_text(small_bytes).c_str());
+  std::printf("%-44s %3s", "plan", "thr");
+  for (std::int64_t size : sizes) std::printf(" %9s", bench::size_text(size).c_str());
+  std::printf(" %6s\n", "least");
+  for (const auto& [key, t] : rows) {
+    std::printf("%-44s %3d", key.first.c_str(), key.second);
+    for (std::int64_t size : sizes) {
+      const auto found = t->per_size.find(size);
+      if (found == t->per_size.end()) {
+        std::printf(" %9s", "-");
+      } else {
+        const std::string text = std::to_string(found->second.first) + "/" + std::to_string(found->second.second);
+        std::printf(" %9s", text.c_str());
+      }
+    }
+    std::printf(" %6.2f\n", t->least);
+  }
+}
+
 }  // namespace
 
 int run_bench(const bench_request& request) {
@@ -162,10 +223,10 @@ int run_bench(const bench_request& request) {
   if (request.vector_copy) {
     std::printf("vratio = vector copy time / op time: the same bytes copied by plain %s vector loads and stores\n",
                 std::string(to_string(active_isa())).c_str());
-    std::printf("%-44s %10s %3s %9s %9s %6s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio",
-                "vcp GB/s", "vratio");
+    std::printf("%-44s %10s %3s %9s %9s %6s %9s %6s  %s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio",
+                "vcp GB/s", "vratio", "plan");
   } else {
-    std::printf("%-44s %10s %3s %9s %9s %6s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio");
+    std::printf("%-44s %10s %3s %9s %9s %6s  %s\n", "case", "bytes", "thr", "op GB/s", "cpy GB/s", "ratio", "plan");
   }
   struct group_key {
     std::string group;
@@ -179,6 +240,7 @@ int run_bench(const bench_request& request) {
   std::map<group_key, std::vector<double>> vector_copy_ratios;
   std::vector<cell_result> cells;
   for (const auto& c : grid) {
+    const std::string kernel = c.kernel();
     for (int threads : thread_counts) {
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
       const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes, request.vector_copy);
@@ -190,11 +252,11 @@ int run_bench(const bench_request& request) {
       if (request.vector_copy) {
         std::printf(" %9.2f %6.2f", gigabytes_per_second(t.vector_copy_seconds), t.vector_copy_ratio());
       }
-      std::printf("\n");
+      std::printf("  %s\n", kernel.c_str());
       std::fflush(stdout);
       const group_key key{c.group(), threads, c.target_bytes < (1 << 20)};
       ratios[key].push_back(t.ratio());
-      cells.push_back({c.name(), c.target_bytes, threads, t.ratio(), t.gigabytes_per_second(c.bytes)});
+      cells.push_back({c.name(), kernel, c.target_bytes, threads, t.ratio(), t.gigabytes_per_second(c.bytes)});
       if (request.vector_copy) vector_copy_ratios[key].push_back(t.vector_copy_ratio());
     }
   }
@@ -213,6 +275,7 @@ int run_bench(const bench_request& request) {
     std::printf("\n");
   }
   print_targets(cells);
+  print_under_target(cells);
   return 0;
 }
 

@@ -1086,14 +1086,12 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 
 bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other per-core rules
 
-// The cores the *_on_amd rules below are for: AMD's with AVX-512, Zen 4 and Zen 5. The rules were
+// The *_on_amd rules below are for runtime::takes_amd_rules' cores, Zen 4 and Zen 5. The rules were
 // measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd; the planning of
 // assembled de-interleaves for the cache, assembles_streamed_deinterleave, held there once measured
 // plan against plan in one process); the rule that did not is Zen 5's alone (gathers in place of
 // run copies of 24- and 48-byte elements: gather_beats).
-bool takes_amd_rules(runtime::core_kind cores) {
-  return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
-}
+using runtime::takes_amd_rules;
 
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
@@ -2284,6 +2282,16 @@ std::string kernel_name(const permute_plan& plan) {
   return std::string(plan.shuffle->interleave ? "interleave" : "deinterleave") +
          std::to_string(plan.shuffle->offsets.size()) + "_x" + std::to_string(plan.width * 8) +
          (plan.shuffle->transposes ? "_transposing_" : "_") + std::string(to_string(plan.shuffle->level));
+}
+
+std::string plan_kind(const permute_plan& plan) {
+  std::string kind = kernel_name(plan);
+  if (plan.shuffle && plan.shuffle->segmented != nullptr) {
+    kind += "+segmented";
+  } else if (plan.shuffle && plan.shuffle->segment_copy.copy != nullptr) {
+    kind += "+staged";
+  }
+  return kind;
 }
 
 std::string describe(const permute_plan& plan) {

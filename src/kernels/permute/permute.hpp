@@ -253,8 +253,8 @@ inline constexpr std::int64_t streamed_gather_output_bytes = std::int64_t{64} <<
 /// 0.78x / 0.75x). (Planning for a Zen 4 keeps the run copies that gathers streaming into cache-sized
 /// outputs replace on a Zen 5: see gather_beats.)
 [[nodiscard]] inline std::int64_t streamed_gather_output_bytes_on(runtime::core_kind cores) {
-  const bool amd = cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::amd_zen5;
-  return amd ? static_cast<std::int64_t>(streaming_output_bytes) : streamed_gather_output_bytes;
+  return runtime::takes_amd_rules(cores) ? static_cast<std::int64_t>(streaming_output_bytes)
+                                         : streamed_gather_output_bytes;
 }
 /// Writes the rows from dst on, reading src; never reads at or past src_end.
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
@@ -317,6 +317,11 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
 
 /// The kernel's name, e.g. "interleave2_x32_avx512" or "copy_x64_scalar".
 std::string kernel_name(const permute_plan& plan);
+
+/// The kind of plan, for reports: the kernel's name, with "+segmented" where a shuffle runs
+/// segment by segment and "+staged" where it goes through a scratch tile, e.g.
+/// "deinterleave4_x32_avx512+staged".
+std::string plan_kind(const permute_plan& plan);
 
 /// Human-readable form for diagnostics, e.g. "outer [4:+96/+8] tile 3x4 width 8 (copy_x64)".
 std::string describe(const permute_plan& plan);
