@@ -1044,6 +1044,48 @@ TEST(PermuteRun, StreamingLineCopiesMatch) {
   }
 }
 
+// 8-way de-interleaves into rows a multiple of 4 KiB apart, whose runs of four steps or more are
+// written a pair of rows at a time, pair g g steps late (run_staggered): every run length around
+// that limit and past it, every element width, rows 4 KiB and 12 KiB apart and 64 bytes off such
+// multiples (the plain loop), destinations on lines and 16 bytes off them, several runs per call;
+// every row matches the naive copy and nothing between the rows is written.
+TEST(PermuteRun, StaggeredDeinterleavesOfRowsSharingCacheSetsMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(41);
+  for (std::int64_t width : {1, 2, 4, 8}) {
+    const std::int64_t step = 64 / width;  // positions per vector
+    for (std::int64_t length : {3 * step, 4 * step - 1, 4 * step, 4 * step + 1, 5 * step + 3, 7 * step, 9 * step + 5,
+                                64 * step, 100 * step + 7}) {
+      for (std::int64_t row_gap : {std::int64_t{0}, std::int64_t{64}}) {
+        for (std::int64_t misalign : {0, 16}) {
+          const std::int64_t row_bytes = (length * width + 4095) / 4096 * 4096 + row_gap;
+          const std::int64_t runs = 3;  // along an outer axis: a run's 8 rows after the last's
+          const std::vector<permute_axis> axes = {
+              {runs, 8 * length * width, 8 * row_bytes}, {8, width, row_bytes}, {length, 8 * width, width}};
+          const permute_plan& plan = plan_permute_cached(axes, static_cast<std::size_t>(width));
+          ASSERT_TRUE(kernel_name(plan).starts_with("deinterleave8_x")) << describe(plan);
+          std::vector<std::byte> src(static_cast<std::size_t>(runs * 8 * length * width));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          // Destinations from a line on, then `misalign` bytes past it.
+          const auto dst_bytes = static_cast<std::size_t>(runs * 8 * row_bytes + misalign + 64);
+          auto line_start = [](std::vector<std::byte>& bytes) {
+            const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
+            return bytes.data() + (64 - address % 64) % 64;
+          };
+          std::vector<std::byte> expected(dst_bytes, std::byte{0x5A});
+          permute_naive(axes, src.data(), line_start(expected) + misalign, width);
+          std::vector<std::byte> actual(dst_bytes, std::byte{0x5A});
+          run_permute(plan, src.data(), line_start(actual) + misalign, 1);
+          const std::int64_t span = runs * 8 * row_bytes + misalign;
+          ASSERT_TRUE(std::equal(line_start(actual), line_start(actual) + span, line_start(expected)))
+              << "width=" << width << " length=" << length << " row_bytes=" << row_bytes << " misalign=" << misalign
+              << ": " << describe(plan);
+        }
+      }
+    }
+  }
+}
+
 // Runs `plan` of `axes` on random bytes with each thread count from one to `most_threads`: every
 // output matches the naive copy.
 void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes, const permute_plan& plan,
