@@ -58,7 +58,7 @@ space_depth_options options_of(const space_depth_case& c) {
 }  // namespace
 
 std::string size_text(std::int64_t bytes) {
-  if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
   return std::to_string(bytes >> 10) + "KiB";
 }
 

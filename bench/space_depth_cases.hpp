@@ -37,7 +37,7 @@ struct grid_options {
   std::vector<std::int64_t> sizes;  // empty: 64 KiB, 1 MiB, 16 MiB, 256 MiB (quick: 64 KiB, 1 MiB)
 };
 
-/// A size as case names write it: whole MiB from 1 MiB on ("16MiB"), else whole KiB ("64KiB").
+/// A size as case names write it: whole MiB where it is some ("16MiB"), else whole KiB ("64KiB", "1100KiB").
 [[nodiscard]] std::string size_text(std::int64_t bytes);
 
 /// Every case of the grid that can exist (NCHW_VECT_C: 1-byte, DCR only).
