@@ -92,12 +92,6 @@ void set_variable(const std::string& name, const std::string& value) {
   }
 }
 
-regrid::space_depth_plan plan_case(const regrid::bench::space_depth_case& c) {
-  const regrid::space_depth_options o{.block_size = c.block, .layout = c.variant.layout, .mode = c.mode};
-  return c.to_depth ? regrid::space_depth_plan::space_to_depth(c.type, c.input_shape, o)
-                    : regrid::space_depth_plan::depth_to_space(c.type, c.input_shape, o);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -142,9 +136,9 @@ int main(int argc, char** argv) {
   for (const regrid::bench::space_depth_case& c : regrid::bench::make_grid(grid)) {
     if (wanted.count(c.name()) == 0) continue;
     prepare(o.value_a);
-    const regrid::space_depth_plan plan_a = plan_case(c);
+    const regrid::space_depth_plan plan_a = c.plan();
     prepare(o.value_b);
-    const regrid::space_depth_plan plan_b = plan_case(c);
+    const regrid::space_depth_plan plan_b = c.plan();
     if (o.mode == "isa") regrid::set_max_isa(detected);
     const auto bytes = static_cast<std::size_t>(c.bytes);
     std::vector<std::byte> src(bytes, std::byte{1});

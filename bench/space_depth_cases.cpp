@@ -62,11 +62,12 @@ std::string size_text(std::int64_t bytes) {
   return std::to_string(bytes >> 10) + "KiB";
 }
 
-std::string space_depth_case::kernel() const {
-  const space_depth_plan plan = to_depth ? space_depth_plan::space_to_depth(type, input_shape, options_of(*this))
-                                         : space_depth_plan::depth_to_space(type, input_shape, options_of(*this));
-  return plan.kernel();
+space_depth_plan space_depth_case::plan() const {
+  return to_depth ? space_depth_plan::space_to_depth(type, input_shape, options_of(*this))
+                  : space_depth_plan::depth_to_space(type, input_shape, options_of(*this));
 }
+
+std::string space_depth_case::kernel() const { return plan().kernel(); }
 
 std::string space_depth_case::name() const {
   return std::string(to_depth ? "s2d" : "d2s") + "/" + variant.name + "/" + std::string(to_string(mode)) + "/x" +

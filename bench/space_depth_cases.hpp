@@ -28,6 +28,8 @@ struct space_depth_case {
   std::int64_t bytes = 0;         // actual tensor size
   [[nodiscard]] std::string name() const;
   [[nodiscard]] std::string group() const;  // layout x width, for the summary
+  /// The case planned under the active ISA cap, as the one-shot calls would plan it.
+  [[nodiscard]] space_depth_plan plan() const;
   /// The kind of plan it runs under the active ISA cap (space_depth_plan::kernel()).
   [[nodiscard]] std::string kernel() const;
 };

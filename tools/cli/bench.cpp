@@ -109,8 +109,8 @@ void print_targets(const std::vector<cell_result>& cells) {
 double cell_target(std::int64_t size) { return size >= small_bytes ? one_thread_median : small_one_thread_median; }
 
 // Every cell under its target, counted per kind of plan and thread count against the cells of that
-// kind run, per grid size: which kernels the shortfall is made of. The README's "Under target"
-// gives the reason per kind.
+// kind run, per grid size: which kernels the shortfall is made of. The README's "Where the grid
+// falls short" gives the reason per kind.
 void print_under_target(const std::vector<cell_result>& cells) {
   std::vector<std::int64_t> sizes;
   for (const cell_result& cell : cells) sizes.push_back(cell.size);
