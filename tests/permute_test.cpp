@@ -1086,6 +1086,46 @@ TEST(PermuteRun, StaggeredDeinterleavesOfRowsSharingCacheSetsMatch) {
   }
 }
 
+// ... and short runs of whole steps whose rows continue along the repeat (each run one step or a
+// few of its rows, the next run the rows' next bytes), which b_way_runs_in_cache staggers as one
+// long run per call.
+TEST(PermuteRun, StaggeredDeinterleavesOfContinuingRowsMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(43);
+  for (std::int64_t width : {1, 2, 4, 8}) {
+    const std::int64_t step = 64 / width;
+    for (std::int64_t length : {step, 2 * step, 3 * step}) {
+      for (std::int64_t runs : {1, 2, 3, 4, 5, 37}) {
+        for (std::int64_t row_gap : {std::int64_t{0}, std::int64_t{64}}) {
+          const std::int64_t row_bytes = (runs * length * width + 4095) / 4096 * 4096 + row_gap;
+          const std::int64_t source_run = 8 * length * width + 64;  // runs 64 bytes apart: no fusing
+          const std::vector<permute_axis> axes = {
+              {runs, source_run, length * width}, {8, width, row_bytes}, {length, 8 * width, width}};
+          const permute_plan& plan = plan_permute_cached(axes, static_cast<std::size_t>(width));
+          ASSERT_TRUE(kernel_name(plan).starts_with("deinterleave8_x")) << describe(plan);
+          // Unstaged, with the runs along the repeat.
+          ASSERT_EQ(describe(plan).find(" staged by "), std::string::npos) << describe(plan);
+          ASSERT_EQ(describe(plan).find(" segmented"), std::string::npos) << describe(plan);
+          std::vector<std::byte> src(static_cast<std::size_t>(runs * source_run));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          const auto dst_bytes = static_cast<std::size_t>(8 * row_bytes + 64);
+          auto line_start = [](std::vector<std::byte>& bytes) {
+            const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
+            return bytes.data() + (64 - address % 64) % 64;
+          };
+          std::vector<std::byte> expected(dst_bytes, std::byte{0x5A});
+          permute_naive(axes, src.data(), line_start(expected), width);
+          std::vector<std::byte> actual(dst_bytes, std::byte{0x5A});
+          run_permute(plan, src.data(), line_start(actual), 1);
+          ASSERT_TRUE(std::equal(line_start(actual), line_start(actual) + 8 * row_bytes, line_start(expected)))
+              << "width=" << width << " length=" << length << " runs=" << runs << " row_bytes=" << row_bytes << ": "
+              << describe(plan);
+        }
+      }
+    }
+  }
+}
+
 // Runs `plan` of `axes` on random bytes with each thread count from one to `most_threads`: every
 // output matches the naive copy.
 void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes, const permute_plan& plan,
