@@ -360,13 +360,17 @@ std::int64_t streamed_deinterleave_run_bytes(const permute_plan& plan) {
                                                            : streamed_unaligned_deinterleave_run_bytes;
 }
 
-// Whether a direct plan whose output streams passes over the source more than once: an axis
-// outside its calls is nearer in the source than the call's own repeat.
-bool streamed_walk_passes_source_again(const permute_plan& plan, const shuffle_repeat& direct,
-                                       const axis_list& outside) {
-  if (!output_streams(plan) || direct.inner.extent <= 1) return false;
+// Whether a direct plan passes over the source more than once: an axis outside its calls is
+// nearer in the source than the call's own repeat.
+bool walk_passes_source_again(const shuffle_repeat& direct, const axis_list& outside) {
+  if (direct.inner.extent <= 1) return false;
   return std::ranges::any_of(
       outside, [&](const permute_axis& axis) { return axis.extent > 1 && axis.src_stride < direct.inner.src_stride; });
+}
+// ... and its output streams.
+bool streamed_walk_passes_source_again(const permute_plan& plan, const shuffle_repeat& direct,
+                                       const axis_list& outside) {
+  return output_streams(plan) && walk_passes_source_again(direct, outside);
 }
 
 // `rest` ordered as the source is (largest source stride first) and the call's repeat taken from
@@ -432,19 +436,35 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
 // Left out: walks that would no longer stream (b2 / b3 rows under 4 KiB off lines, 0.77-0.91x),
 // and runs under 64 bytes, which went both ways (d2s channels-first K = 3 DCR b4 C64 of bytes,
 // 40-byte runs, 0.69-0.77x; 16-byte runs, whose plans a gather then replaced, 0.56-1.26x).
+// In the cache, interleaves of 8 ways or more walk in the source's order too (their output does
+// not stream; ordinary stores): d2s NCHW b8 read 64 planes at once, each a multiple of 4 KiB from
+// the next, so that each call's loads fall into a few L1 sets and the source lines come from L2
+// and L3 in 64 streams. Zen 4, each of the 22 cells of the 1 MiB grid this changes (d2s NCHW /
+// NCHW_VECT_C / channels-last K = 3 b8, NHWC CRD b8 of 8-byte elements) planned both ways in one
+// process, alternating 15 times, then in the other order: 1.24x / 1.23x on one / two threads
+// (d2s NCHW b8 1.09-1.33x, channels-last K = 3 1.02-1.24x), at the AVX2 level 1.16x; at 256 KiB
+// and 4 MiB 1.07x / 1.11x; the 64 KiB grid's plans do not change. Interleaves of 2-4 ways went
+// both ways (d2s NCHW b2 / b3 0.94-1.0x, b4 0.97-1.15x, channels-first K = 3 b2 0.87-1.06x).
 // Returns the repeat, with `rest` left in the walk's order; none (`rest` untouched) where the direct
 // walk stays.
 constexpr std::int64_t min_source_order_interleave_run_bytes = 64;
+constexpr std::int64_t min_cached_source_order_interleave_ways = 8;
 std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, axis_list& rest,
                                                              const shuffle_repeat& direct, const axis_list& outside,
                                                              const permute_plan& plan, std::int64_t run_bytes,
                                                              std::int64_t ways, bool transposes,
                                                              bool long_output_runs) {
   if (!interleave || transposes || run_bytes < min_source_order_interleave_run_bytes ||
-      !walks_source_order_past_the_cache(plan, true, ways) ||
-      !streamed_walk_passes_source_again(plan, direct, outside)) {
+      !walk_passes_source_again(direct, outside)) {
     return std::nullopt;
   }
+  if (!output_streams(plan)) {
+    if (ways < min_cached_source_order_interleave_ways) return std::nullopt;
+    shuffle_repeat repeat = take_source_order_repeat(rest, run_bytes, ways, long_output_runs);
+    repeat.streaming = false;
+    return repeat;
+  }
+  if (!walks_source_order_past_the_cache(plan, true, ways)) return std::nullopt;
   axis_list by_source = rest;
   const shuffle_repeat repeat = take_source_order_repeat(by_source, run_bytes, ways, long_output_runs);
   if (!repeat.streaming) return std::nullopt;
