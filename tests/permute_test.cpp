@@ -2224,10 +2224,10 @@ TEST(PermutePlan, Zen4WalksTheSourceInOrderWhereTheOutputStreams) {
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }
 
-// In the cache, interleaves of 8 ways or more walk the source in order too, with ordinary stores:
+// In the cache, interleaves of 4 ways or more walk the source in order too, with ordinary stores:
 // d2s NCHW DCR b8 C1 of 4-byte elements at 1 MiB (each call one output row in 8, its source 8
-// planes read through), not b4 (4 ways), which keeps the direct walk.
-TEST(PermutePlan, InterleavesOfEightWaysWalkTheSourceInOrderInTheCache) {
+// planes read through), not b3 (3 ways), which keeps the direct walk.
+TEST(PermutePlan, InterleavesOfFourWaysOrMoreWalkTheSourceInOrderInTheCache) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
   const auto eight = packed_transpose({1, 8, 8, 64, 64}, d2s_nchw, 4);
@@ -2238,9 +2238,10 @@ TEST(PermutePlan, InterleavesOfEightWaysWalkTheSourceInOrderInTheCache) {
   EXPECT_EQ(plan.shuffle->repeat.inner.src_stride, 64 * 4) << describe(plan);
   std::mt19937_64 rng(79);
   expect_matches_naive_on_one_and_two_threads(eight, plan, 4, rng);
-  const permute_plan four = plan_permute(packed_transpose({1, 4, 4, 128, 128}, d2s_nchw, 4), 4);
-  ASSERT_TRUE(four.shuffle && four.shuffle->interleave) << describe(four);
-  EXPECT_NE(four.shuffle->repeat.inner.src_stride, 128 * 4) << describe(four);
+  const permute_plan three = plan_permute(packed_transpose({1, 3, 3, 171, 171}, d2s_nchw, 4), 4);
+  ASSERT_TRUE(three.shuffle && three.shuffle->interleave) << describe(three);
+  EXPECT_FALSE(three.streams) << describe(three);
+  EXPECT_NE(three.shuffle->repeat.inner.src_stride, 171 * 4) << describe(three);
 }
 
 // Staged interleaves whose output rows follow one another across an outer axis before the

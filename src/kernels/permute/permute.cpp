@@ -436,19 +436,21 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
 // Left out: walks that would no longer stream (b2 / b3 rows under 4 KiB off lines, 0.77-0.91x),
 // and runs under 64 bytes, which went both ways (d2s channels-first K = 3 DCR b4 C64 of bytes,
 // 40-byte runs, 0.69-0.77x; 16-byte runs, whose plans a gather then replaced, 0.56-1.26x).
-// In the cache, interleaves of 8 ways or more walk in the source's order too (their output does
+// In the cache, interleaves of 4 ways or more walk in the source's order too (their output does
 // not stream; ordinary stores): d2s NCHW b8 read 64 planes at once, each a multiple of 4 KiB from
 // the next, so that each call's loads fall into a few L1 sets and the source lines come from L2
-// and L3 in 64 streams. Zen 4, each of the 22 cells of the 1 MiB grid this changes (d2s NCHW /
-// NCHW_VECT_C / channels-last K = 3 b8, NHWC CRD b8 of 8-byte elements) planned both ways in one
-// process, alternating 15 times, then in the other order: 1.24x / 1.23x on one / two threads
-// (d2s NCHW b8 1.09-1.33x, channels-last K = 3 1.02-1.24x), at the AVX2 level 1.16x; at 256 KiB
-// and 4 MiB 1.07x / 1.11x; the 64 KiB grid's plans do not change. Interleaves of 2-4 ways went
-// both ways (d2s NCHW b2 / b3 0.94-1.0x, b4 0.97-1.15x, channels-first K = 3 b2 0.87-1.06x).
+// and L3 in 64 streams. Zen 4, each cell of the 1 MiB grid this changes planned both ways in one
+// process, alternating 15 times, then in the other order, one / two threads: the 22 of 8 ways
+// (d2s NCHW / NCHW_VECT_C / channels-last K = 3 b8, NHWC CRD b8 of 8-byte elements) 1.24x / 1.23x
+// (d2s NCHW b8 1.09-1.33x), at the AVX2 level 1.16x, at 256 KiB and 4 MiB 1.07x / 1.11x; the 29
+// of 4 ways (d2s NCHW / channels-first K = 3 b4) 1.05x / 1.10x (channels-first K = 3 1.1-1.3x,
+// d2s NCHW b4 of 8-byte elements 0.94-1.0x), at 256 KiB 1.03x, at 4 MiB 0.99x. The 64 KiB grid's
+// plans do not change (staged). Interleaves of 2 and 3 ways lost (d2s NCHW b2 / b3 0.94-1.0x,
+// channels-first K = 3 b2 0.87-1.06x; 0.97x / 0.99x over 21 cells each).
 // Returns the repeat, with `rest` left in the walk's order; none (`rest` untouched) where the direct
 // walk stays.
 constexpr std::int64_t min_source_order_interleave_run_bytes = 64;
-constexpr std::int64_t min_cached_source_order_interleave_ways = 8;
+constexpr std::int64_t min_cached_source_order_interleave_ways = 4;
 std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, axis_list& rest,
                                                              const shuffle_repeat& direct, const axis_list& outside,
                                                              const permute_plan& plan, std::int64_t run_bytes,
