@@ -2244,6 +2244,36 @@ TEST(PermutePlan, InterleavesOfFourWaysOrMoreWalkTheSourceInOrderInTheCache) {
   EXPECT_NE(three.shuffle->repeat.inner.src_stride, 171 * 4) << describe(three);
 }
 
+// On a Zen 4, staged AVX-512 interleaves of more than 4 ways take the AVX2 level's plan where that
+// interleaves unstaged in the source's order: d2s NCHW DCR b8 C4 of bytes at 1 MiB (runs of 64
+// bytes), not C16 (runs of 32 bytes, which the AVX2 level walks in the destination's order).
+TEST(PermutePlan, Zen4TakesTheAvx2SourceOrderInterleaveOverStagingOfEightWays) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
+  const auto c4 = packed_transpose({4, 8, 8, 64, 64}, d2s_nchw, 1);
+  const auto c16 = packed_transpose({16, 8, 8, 32, 32}, d2s_nchw, 1);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    const permute_plan common = plan_permute(c4, 1);
+    ASSERT_TRUE(common.shuffle && common.shuffle->interleave) << describe(common);
+    EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+    const permute_plan zen4 = plan_permute(c4, 1);
+    ASSERT_TRUE(zen4.shuffle) << describe(zen4);
+    EXPECT_EQ(zen4.shuffle->level, isa::avx2) << describe(zen4);
+    EXPECT_EQ(describe(zen4).find(" staged by "), std::string::npos) << describe(zen4);
+    EXPECT_TRUE(zen4.shuffle->repeat.by_source) << describe(zen4);
+    std::mt19937_64 rng(83);
+    expect_matches_naive_on_one_and_two_threads(c4, zen4, 1, rng);
+    const permute_plan zen4_c16 = plan_permute(c16, 1);
+    ASSERT_TRUE(zen4_c16.shuffle) << describe(zen4_c16);
+    EXPECT_EQ(zen4_c16.shuffle->level, isa::avx512) << describe(zen4_c16);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // Staged interleaves whose output rows follow one another across an outer axis before the
 // repeat's inner one (d2s channels-first K = 3 CRD: rows h * b + bh) take that axis into each call
 // where the output streams, and write whole stretches of output in order (destination_group).

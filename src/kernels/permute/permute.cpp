@@ -382,6 +382,7 @@ shuffle_repeat take_source_order_repeat(axis_list& rest, std::int64_t run_bytes,
                    [](const permute_axis& a, const permute_axis& b) { return a.src_stride > b.src_stride; });
   shuffle_repeat repeat = take_repeat(rest, ways * run_bytes);
   repeat.streaming = lines_line_up(repeat, run_bytes, ways) || long_output_runs;
+  repeat.by_source = true;
   return repeat;
 }
 
@@ -1424,6 +1425,19 @@ bool stages_where_avx2_direct_wins_on_zen4(const permute_plan& plan) {
          plan.shuffle->offsets.size() <= 4 && !far_past_the_cache(plan);
 }
 
+// Staged AVX-512 interleaves of more than 4 ways whose AVX2 plan interleaves unstaged in the
+// source's order (source_order_interleave_repeat: in the cache, runs of 64 bytes or more) lose to
+// that plan on a Zen 4: d2s NCHW b8 of 3-16 channels, whose runs of 64-127 bytes the AVX-512 level
+// stages. Each of the cells this changes planned both ways in one process, alternating, then in
+// the other order: the 15 of the 1 MiB grid 1.37x / 1.37x on one / two threads (d2s NCHW 1.17-1.52x;
+// d2s channels-last K = 3 CRD b8 C16 of 8-byte elements 0.86-0.88x), the 5 of 64 KiB 1.47x / 1.62x
+// (d2s NCHW b8 C1 of 4- and 8-byte elements); at 256 KiB 1.03x. Where the AVX2 plan walks in the
+// destination's order (runs under 64 bytes: 64 source streams per call) it lost, 0.4x.
+bool stages_where_avx2_source_order_wins_on_zen4(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
+         plan.shuffle->interleave && plan.shuffle->offsets.size() > 4 && !output_streams(plan);
+}
+
 // AVX-512 shuffles that lose to the AVX2 level's plan for the same problem, whatever form that
 // takes (unstaged, staged or segmented), on a Zen 4 in the cache: interleaves of 16 ways (staged
 // ones of 1- and 2-byte lanes, unstaged ones of lanes other than 8 bytes), of 4 ways of bytes, and
@@ -1504,11 +1518,16 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
                                 (amd && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
       const bool direct_wins = (amd && stages_where_avx2_direct_wins_on_amd(plan)) ||
                                (cores == runtime::core_kind::amd_zen4 && stages_where_avx2_direct_wins_on_zen4(plan));
-      if (segments_win || direct_wins) {
+      const bool source_order_wins =
+          cores == runtime::core_kind::amd_zen4 && stages_where_avx2_source_order_wins_on_zen4(plan);
+      if (segments_win || direct_wins || source_order_wins) {
         permute_plan avx2_plan = plan_as_avx2();
         const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;
         const bool direct = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy == nullptr && !segmented;
-        if ((segments_win && segmented) || (direct_wins && direct)) plan = std::move(avx2_plan);
+        if ((segments_win && segmented) || (direct_wins && direct) ||
+            (source_order_wins && direct && avx2_plan.shuffle->repeat.by_source)) {
+          plan = std::move(avx2_plan);
+        }
       }
     }
   }

@@ -95,6 +95,9 @@ struct shuffle_repeat {
   ///   de-interleave: vector = permute(input bytes [64k, 64k + 64)); piece j stored to row j
   /// with masked accesses for the run's last partial vector.
   bool assembled = false;
+  /// The repeat's axes are walked in the source's order (the nearest-strided ones in the call),
+  /// not the destination's (see source_order_repeat in permute.cpp).
+  bool by_source = false;
   /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
   /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
   const std::byte* readable_end = nullptr;
