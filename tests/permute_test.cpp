@@ -1486,9 +1486,9 @@ TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
 // On a Zen 4 the AVX-512 levels take the AVX2 level's plan, whatever its form, for the shuffles
 // loses_to_avx2_on_zen4 lists, in the cache: an unstaged 8-way interleave of bytes (d2s
 // channels-first K = 1 CRD b8 C1), a staged 16-way interleave of 2-byte lanes (d2s channels-last
-// K = 3 CRD b3 C16) and a staged 8-way de-interleave of 2-byte lanes (s2d channels-first K = 3 CRD
-// b8 C3). Zen 5 and the common rules keep the AVX-512 plans, as does a Zen 4 where the output
-// streams.
+// K = 3 CRD b3 C16), a staged 8-way de-interleave of 2-byte lanes (s2d channels-first K = 3 CRD
+// b8 C3) and an unstaged 3-way interleave of 4-byte lanes (d2s NCHW b3 C4). Zen 5 and the common
+// rules keep the AVX-512 plans, as does a Zen 4 where the output streams.
 TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(67);
@@ -1499,7 +1499,8 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   };
   const problem problems[] = {{{1, 8, 4096}, {0, 2, 1}, 1},
                               {{4, 4, 4, 16, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2},
-                              {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2}};
+                              {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2},
+                              {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4}};
   const auto streamed = packed_transpose({1, 8, std::int64_t{32} << 20}, {0, 2, 1}, 1);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;

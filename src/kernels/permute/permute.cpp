@@ -1441,20 +1441,23 @@ bool stages_where_avx2_source_order_wins_on_zen4(const permute_plan& plan) {
 // AVX-512 shuffles that lose to the AVX2 level's plan for the same problem, whatever form that
 // takes (unstaged, staged or segmented), on a Zen 4 in the cache: interleaves of 16 ways (staged
 // ones of 1- and 2-byte lanes, unstaged ones of lanes other than 8 bytes), of 4 ways of bytes, and
-// unstaged 8-way ones of 1- and 16-byte lanes and 9-way ones of 2-byte lanes; staged de-interleaves
-// of 4 and 8 ways of 1- and 2-byte lanes. Zen 4 runs each 512-bit permute as two 256-bit halves,
-// so the AVX-512 kernels' extra cross-lane steps and longer tails buy nothing there. Found by an
-// A/B of the whole grid under REGRID_MAX_ISA=avx2 against these plans by category of plan (ways,
-// lane width, staged or not); then the cells this changes (42 / 47 unstaged, 60 / 53 staged at
-// 64 KiB / 1 MiB), the plans alternating per grid run, five rounds, on a Zen 4 (family 19h, model
-// 11h, 2 vCPUs): unstaged 1.18x / 1.13x on one thread (median 0.71 -> 0.87 and 0.80 -> 0.83 of
-// memcpy), 1.10x / 1.10x on two; staged 1.13x / 1.10x on one, 1.09x / 1.07x on two; the least 0.74x
-// (a staged 4-way interleave of bytes on two threads at 64 KiB). At 4 MiB, the binaries before
-// and after alternating, four rounds: the 93 cells it changes 1.10x / 1.10x on one / two threads
-// (median 0.54 -> 0.62 of memcpy, the least 0.92x). Where the output streams, the AVX2 plans lost
-// (16 MiB, three rounds: 0.44-0.96x per category), so those keep theirs; only the 16-way staged
-// interleaves of 1- and 2-byte lanes won there (1.07-1.17x over 8 cells, the least 0.63x), left to
-// the same limit.
+// unstaged 8-way ones of 1- and 16-byte lanes, 9-way ones of 2-byte lanes and 3-way ones of 4-byte
+// lanes; staged de-interleaves of 4 and 8 ways of 1- and 2-byte lanes. Zen 4 runs each 512-bit
+// permute as two 256-bit halves, so the AVX-512 kernels' extra cross-lane steps and longer tails
+// buy nothing there. Found by an A/B of the whole grid under REGRID_MAX_ISA=avx2 against these
+// plans by category of plan (ways, lane width, staged or not); then the cells this changes (42 /
+// 47 unstaged, 60 / 53 staged at 64 KiB / 1 MiB), the plans alternating per grid run, five rounds,
+// on a Zen 4 (family 19h, model 11h, 2 vCPUs): unstaged 1.18x / 1.13x on one thread (median 0.71
+// -> 0.87 and 0.80 -> 0.83 of memcpy), 1.10x / 1.10x on two; staged 1.13x / 1.10x on one, 1.09x /
+// 1.07x on two; the least 0.74x (a staged 4-way interleave of bytes on two threads at 64 KiB). At
+// 4 MiB, the binaries before and after alternating, four rounds: the 93 cells it changes 1.10x /
+// 1.10x on one / two threads (median 0.54 -> 0.62 of memcpy, the least 0.92x). Where the output
+// streams, the AVX2 plans lost (16 MiB, three rounds: 0.44-0.96x per category), so those keep
+// theirs; only the 16-way staged interleaves of 1- and 2-byte lanes won there (1.07-1.17x over 8
+// cells, the least 0.63x), left to the same limit. Unstaged 3-way interleaves of 4-byte lanes
+// joined later: each of the 22 / 13 such cells of the 1 MiB / 64 KiB grid planned both ways in one
+// process, alternating 15 / 31 times, then in the other order: 1.05x / 1.08x on one thread (d2s
+// NCHW b3 C16 1.19-1.20x, b3 C1 at 64 KiB 1.27-1.32x; the least 0.98x), 1.06x / 1.05x on two.
 bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->transposes || output_streams(plan)) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
@@ -1464,7 +1467,8 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (shuffle.level != isa::avx512) return false;  // the VBMI byte interleaves won
   if (ways == 16) return staged ? plan.width <= 2 : plan.width != 8;
   if (ways == 4 && plan.width == 1) return true;
-  return !staged && ((ways == 8 && (plan.width == 1 || plan.width == 16)) || (ways == 9 && plan.width == 2));
+  return !staged && ((ways == 8 && (plan.width == 1 || plan.width == 16)) || (ways == 9 && plan.width == 2) ||
+                     (ways == 3 && plan.width == 4));
 }
 
 }  // namespace
