@@ -2247,12 +2247,18 @@ TEST(PermutePlan, InterleavesOfFourWaysOrMoreWalkTheSourceInOrderInTheCache) {
 
 // On a Zen 4, staged AVX-512 interleaves of more than 4 ways take the AVX2 level's plan where that
 // interleaves unstaged in the source's order: d2s NCHW DCR b8 C4 of bytes at 1 MiB (runs of 64
-// bytes), not C16 (runs of 32 bytes, which the AVX2 level walks in the destination's order).
-TEST(PermutePlan, Zen4TakesTheAvx2SourceOrderInterleaveOverStagingOfEightWays) {
+// bytes), not C16 (runs of 32 bytes, which the AVX2 level walks in the destination's order); or
+// where it stages too: d2s channels-first K = 3 CRD b8 C4 of 2-byte elements at 64 KiB.
+TEST(PermutePlan, Zen4TakesTheAvx2PlanOverStagedInterleavesOfEightWays) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
   const auto c4 = packed_transpose({4, 8, 8, 64, 64}, d2s_nchw, 1);
   const auto c16 = packed_transpose({16, 8, 8, 32, 32}, d2s_nchw, 1);
+  const auto cubes = packed_transpose({4, 8, 8, 8, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_cubes = plan_permute(cubes, 2);
+  ASSERT_TRUE(avx2_cubes.shuffle && avx2_cubes.shuffle->interleave) << describe(avx2_cubes);
+  EXPECT_NE(describe(avx2_cubes).find(" staged by "), std::string::npos) << describe(avx2_cubes);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
@@ -2270,6 +2276,14 @@ TEST(PermutePlan, Zen4TakesTheAvx2SourceOrderInterleaveOverStagingOfEightWays) {
     const permute_plan zen4_c16 = plan_permute(c16, 1);
     ASSERT_TRUE(zen4_c16.shuffle) << describe(zen4_c16);
     EXPECT_EQ(zen4_c16.shuffle->level, isa::avx512) << describe(zen4_c16);
+    const permute_plan zen4_cubes = plan_permute(cubes, 2);
+    EXPECT_EQ(describe(zen4_cubes), describe(avx2_cubes)) << to_string(cap);
+    expect_matches_naive_on_one_and_two_threads(cubes, zen4_cubes, 2, rng);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+    const permute_plan common_cubes = plan_permute(cubes, 2);
+    ASSERT_TRUE(common_cubes.shuffle) << describe(common_cubes);
+    EXPECT_EQ(common_cubes.shuffle->level, isa::avx512) << describe(common_cubes);
+    EXPECT_NE(describe(common_cubes).find(" staged by "), std::string::npos) << describe(common_cubes);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   }
   set_max_isa(isa::avx512vbmi);

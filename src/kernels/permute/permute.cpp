@@ -1425,15 +1425,20 @@ bool stages_where_avx2_direct_wins_on_zen4(const permute_plan& plan) {
          plan.shuffle->offsets.size() <= 4 && !far_past_the_cache(plan);
 }
 
-// Staged AVX-512 interleaves of more than 4 ways whose AVX2 plan interleaves unstaged in the
-// source's order (source_order_interleave_repeat: in the cache, runs of 64 bytes or more) lose to
-// that plan on a Zen 4: d2s NCHW b8 of 3-16 channels, whose runs of 64-127 bytes the AVX-512 level
-// stages. Each of the cells this changes planned both ways in one process, alternating, then in
-// the other order: the 15 of the 1 MiB grid 1.37x / 1.37x on one / two threads (d2s NCHW 1.17-1.52x;
-// d2s channels-last K = 3 CRD b8 C16 of 8-byte elements 0.86-0.88x), the 5 of 64 KiB 1.47x / 1.62x
-// (d2s NCHW b8 C1 of 4- and 8-byte elements); at 256 KiB 1.03x. Where the AVX2 plan walks in the
-// destination's order (runs under 64 bytes: 64 source streams per call) it lost, 0.4x.
-bool stages_where_avx2_source_order_wins_on_zen4(const permute_plan& plan) {
+// Staged AVX-512 interleaves of more than 4 ways, in the cache, lose on a Zen 4 to the AVX2
+// level's plan for the same problem where that interleaves unstaged in the source's order
+// (source_order_interleave_repeat: runs of 64 bytes or more) or stages too. Each of the cells this
+// changes planned both ways in one process, alternating 15-31 times, then in the other order.
+// Unstaged in the source's order (d2s NCHW b8 of 3-16 channels, whose runs of 64-127 bytes the
+// AVX-512 level stages): the 15 of the 1 MiB grid 1.37x / 1.37x on one / two threads (d2s NCHW
+// 1.17-1.52x; d2s channels-last K = 3 CRD b8 C16 of 8-byte elements 0.86-0.88x), the 5 of 64 KiB
+// 1.47x / 1.62x, at 256 KiB 1.03x. Staged (d2s channels-first K = 3 and NCHW b8, channels-last
+// K = 3 CRD b3 / b4 C16: 16 ways): 64 cells over 64 KiB - 1 MiB, one thread 0.95-1.74x (median
+// about 1.2x), two 0.75-1.48x (d2s NCHW DCR b8 of bytes 0.75-0.89x). Left out: AVX2 plans that walk
+// in the destination's order (runs under 64 bytes: 64 source streams per call, 0.4x), and its
+// segmented ones, which went both ways (d2s channels-first K = 3 DCR b8 C16 of 1- and 2-byte
+// elements, segments of 16-32 bytes, 0.63-0.73x at 64-128 KiB, 1.13-1.22x at 256-512 KiB).
+bool stages_interleave_where_avx2_wins_on_zen4(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->segment_copy.copy != nullptr && !plan.shuffle->transposes &&
          plan.shuffle->interleave && plan.shuffle->offsets.size() > 4 && !output_streams(plan);
 }
@@ -1522,14 +1527,15 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
                                 (amd && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
       const bool direct_wins = (amd && stages_where_avx2_direct_wins_on_amd(plan)) ||
                                (cores == runtime::core_kind::amd_zen4 && stages_where_avx2_direct_wins_on_zen4(plan));
-      const bool source_order_wins =
-          cores == runtime::core_kind::amd_zen4 && stages_where_avx2_source_order_wins_on_zen4(plan);
-      if (segments_win || direct_wins || source_order_wins) {
+      const bool interleave_wins =
+          cores == runtime::core_kind::amd_zen4 && stages_interleave_where_avx2_wins_on_zen4(plan);
+      if (segments_win || direct_wins || interleave_wins) {
         permute_plan avx2_plan = plan_as_avx2();
         const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;
         const bool direct = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy == nullptr && !segmented;
+        const bool staged = avx2_plan.shuffle && avx2_plan.shuffle->segment_copy.copy != nullptr && !segmented;
         if ((segments_win && segmented) || (direct_wins && direct) ||
-            (source_order_wins && direct && avx2_plan.shuffle->repeat.by_source)) {
+            (interleave_wins && (staged || (direct && avx2_plan.shuffle->repeat.by_source)))) {
           plan = std::move(avx2_plan);
         }
       }
