@@ -1068,10 +1068,6 @@ TEST(PermuteRun, StaggeredDeinterleavesOfRowsSharingCacheSetsMatch) {
           for (auto& v : src) v = static_cast<std::byte>(rng());
           // Destinations from a line on, then `misalign` bytes past it.
           const auto dst_bytes = static_cast<std::size_t>(runs * 8 * row_bytes + misalign + 64);
-          auto line_start = [](std::vector<std::byte>& bytes) {
-            const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
-            return bytes.data() + (64 - address % 64) % 64;
-          };
           std::vector<std::byte> expected(dst_bytes, std::byte{0x5A});
           permute_naive(axes, src.data(), line_start(expected) + misalign, width);
           std::vector<std::byte> actual(dst_bytes, std::byte{0x5A});
@@ -1109,10 +1105,6 @@ TEST(PermuteRun, StaggeredDeinterleavesOfContinuingRowsMatch) {
           std::vector<std::byte> src(static_cast<std::size_t>(runs * source_run));
           for (auto& v : src) v = static_cast<std::byte>(rng());
           const auto dst_bytes = static_cast<std::size_t>(8 * row_bytes + 64);
-          auto line_start = [](std::vector<std::byte>& bytes) {
-            const auto address = reinterpret_cast<std::uintptr_t>(bytes.data());
-            return bytes.data() + (64 - address % 64) % 64;
-          };
           std::vector<std::byte> expected(dst_bytes, std::byte{0x5A});
           permute_naive(axes, src.data(), line_start(expected), width);
           std::vector<std::byte> actual(dst_bytes, std::byte{0x5A});
@@ -2279,12 +2271,11 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanOverStagedInterleavesOfEightWays) {
     const permute_plan zen4_cubes = plan_permute(cubes, 2);
     EXPECT_EQ(describe(zen4_cubes), describe(avx2_cubes)) << to_string(cap);
     expect_matches_naive_on_one_and_two_threads(cubes, zen4_cubes, 2, rng);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
     const permute_plan common_cubes = plan_permute(cubes, 2);
     ASSERT_TRUE(common_cubes.shuffle) << describe(common_cubes);
     EXPECT_EQ(common_cubes.shuffle->level, isa::avx512) << describe(common_cubes);
     EXPECT_NE(describe(common_cubes).find(" staged by "), std::string::npos) << describe(common_cubes);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   }
   set_max_isa(isa::avx512vbmi);
 }
