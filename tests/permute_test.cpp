@@ -1524,6 +1524,56 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// Assembled interleaves keep their plan where a gather could take it: d2s NCHW DCR b4 C4 of bytes
+// ([4, 4, 4, 32, 32], 4-way interleaves of 32-byte runs), which a VBMI gather of 2 steps per chunk
+// took before, under the common rules and on a Zen 4.
+TEST(PermutePlan, AssembledInterleavesKeepTheirPlanOverGathers) {
+  if (detected_isa() < isa::avx512vbmi) GTEST_SKIP() << "needs AVX512-VBMI; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(71);
+  const auto axes = packed_transpose({4, 4, 4, 32, 32}, {2, 3, 0, 4, 1}, 1);
+  set_max_isa(isa::avx512vbmi);
+  for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4}) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    const permute_plan plan = plan_permute(axes, 1);
+    EXPECT_FALSE(plan.gather) << describe(plan);
+    ASSERT_TRUE(plan.shuffle) << describe(plan);
+    EXPECT_TRUE(plan.shuffle->repeat.assembled) << describe(plan);
+    expect_matches_naive_on_one_and_two_threads(axes, plan, 1, rng);
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
+// On a Zen 4, run copies of 12-byte elements keep their plan over a VBMI gather of 3 steps per
+// chunk whose windows do not sit on source lines: s2d channels-last K = 3 DCR b3 C1 of 4-byte
+// elements, [21, 3, 21, 3, 21, 3] (rows 756 bytes apart, 12 offsets within a line). Zen 5 and the
+// common rules gather; so does a Zen 4 where the windows sit on lines ([8, 3, 8, 3, 8, 3], rows
+// 288 bytes apart).
+TEST(PermutePlan, Zen4CopiesTwelveByteElementsWhereTheGatherCrossesLines) {
+  if (detected_isa() < isa::avx512vbmi) GTEST_SKIP() << "needs AVX512-VBMI; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(73);
+  const std::vector<int> s2d_channels_last{0, 2, 4, 1, 3, 5};
+  const auto unlined = packed_transpose({21, 3, 21, 3, 21, 3}, s2d_channels_last, 4);
+  const auto lined = packed_transpose({8, 3, 8, 3, 8, 3}, s2d_channels_last, 4);
+  set_max_isa(isa::avx512vbmi);
+  for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen5}) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    const permute_plan plan = plan_permute(unlined, 4);
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    EXPECT_GT(plan.gather->program->steps_per_chunk(), 2.0) << describe(plan);
+    EXPECT_TRUE(plan.gather->lined_programs.empty()) << describe(plan);
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+  const permute_plan copies = plan_permute(unlined, 4);
+  EXPECT_FALSE(copies.gather) << describe(copies);
+  EXPECT_FALSE(copies.shuffle) << describe(copies);
+  EXPECT_EQ(copies.width, std::size_t{12}) << describe(copies);
+  expect_matches_naive_on_one_and_two_threads(unlined, copies, 4, rng);
+  const permute_plan lined_gather = plan_permute(lined, 4);
+  ASSERT_TRUE(lined_gather.gather) << describe(lined_gather);
+  EXPECT_FALSE(lined_gather.gather->lined_programs.empty()) << describe(lined_gather);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
 // Staged plans whose outer positions interleave on the destination split their work on two or
 // more threads by blocks of the repeat where they interleave 3 ways (run_staged_plan): d2s
 // channels-first K = 3 DCR b3 C16 of bytes and of 2-byte elements, [432, 5, 5, 5] and

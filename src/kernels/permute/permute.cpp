@@ -938,9 +938,14 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     const auto ways = static_cast<std::int64_t>(tile.offsets.size());
     const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
-    // The assembled plans of the later rules were measured against what they replace, with no gather in
-    // their place.
-    if (tile.repeat.assembled && (!tile.interleave || run_bytes < min_assembled_run_bytes)) return false;
+    // Assembled plans keep their place. The later rules' were measured against what they replace with
+    // no gather there; the 4-way interleaves of 32-byte runs of bytes, which gathers of 2 steps took,
+    // ran slower as gathers on a Zen 4: the 6 grid cells (d2s NCHW b4 C4 / C16 / C64 of bytes at
+    // 64 KiB / 256 KiB / 1 MiB) planned both ways in one process, alternating 15-31 times, both
+    // orders, the assembled plan 1.42-1.54x per size on one thread (0.51-0.55 -> 0.74-0.80 of
+    // memcpy), 1.35-1.48x on two; on a Zen 5 one of them had been the one cell under 0.9x against
+    // staging (see min_assembled_run_bytes).
+    if (tile.repeat.assembled) return false;
     if (tile.segment_copy.copy == nullptr) {
       if (!power_of_two && run_bytes < 64 && steps <= 3) return true;
       // Runs under 8 bytes pay for a third step: 8 ways of 4-byte runs of bytes (tiny 3-D tensors)
@@ -1116,6 +1121,24 @@ bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other p
 // run copies of 24- and 48-byte elements: gather_beats).
 using runtime::takes_amd_rules;
 
+// Run copies of 9- to 15-byte elements beat a VBMI gather of more than 2 steps per chunk on a
+// Zen 4 where the gather's windows do not sit on source lines (gather_tile::lined_programs), so
+// that many of its loads cross a line. Each grid cell whose plan this changes (channels-last K = 3
+// b3 / b4 of 12-byte pixels, 3 steps) planned both ways in one process, alternating 7-31 times,
+// both orders, copy against gather, one thread: 64 KiB 1.31x (5 cells, 1.23-1.60x), 256 KiB 1.05x
+// (4, 0.96-1.12x), 1 MiB 1.29x (4, 0.99-1.41x), 4 MiB 1.26x, 16 MiB 1.18x (4, 0.96-1.30x); two
+// threads 1.26x / 1.36x at 64 KiB / 1 MiB. With lined windows the gather won (3 cells at 64 KiB,
+// copies 0.72-0.82x); at up to 2 steps the two went both ways (39 cells at 64 KiB - 16 MiB,
+// 0.50-1.57x, 0.95x over all).
+bool loses_to_run_copies_on_zen4(const permute_plan& plan, const gather_tile& gather) {
+  constexpr std::size_t min_element_bytes = 9;
+  constexpr std::size_t max_element_bytes = 15;
+  constexpr double max_steps = 2;
+  return runtime::planning_core_kind() == runtime::core_kind::amd_zen4 && !plan.shuffle &&
+         plan.width >= min_element_bytes && plan.width <= max_element_bytes &&
+         gather.program->steps_per_chunk() > max_steps && gather.lined_programs.empty();
+}
+
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
 // VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
@@ -1167,6 +1190,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     outer.pop_back();
   }
   if (vbmi) add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
+  if (vbmi && loses_to_run_copies_on_zen4(plan, tile)) return;
   const std::int64_t total_bytes = plan.total_bytes;
   const bool streams = plan.streams;
   plan = permute_plan{};
