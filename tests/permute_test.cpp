@@ -2595,6 +2595,61 @@ void expect_matches_from_any_line_offset(const permute_plan& plan, const std::ve
   }
 }
 
+// On a Zen 4 the VBMI gather builds consecutive chunks of a period together from windows loaded
+// once per period (gather_program::chunk_groups) where that saves loads. Planned for a Zen 4 with
+// gathers forced, the NHWC CRD shapes of GatherAtIsa.ProgramsMatchNaiveCopy whose program groups
+// (rows of 7-341 pixels: whole periods, part-periods, strips near the source's end), against the
+// element loop (expect_gather_matches: source ending before an inaccessible page, destination
+// misaligned, one and two threads, streamed); and s2d NHWC DCR b3 C1 of bytes, which takes the
+// gather, grouped, unforced (its chunks each take 21 bytes of three rows). Zen 5 keeps the
+// chunk-by-chunk programs.
+TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
+  std::mt19937_64 rng(79);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+  const auto pixels = packed_transpose({341, 3, 341, 3, 1}, {0, 2, 1, 3, 4}, 1);
+  const permute_plan chosen = plan_permute(pixels, 1);
+  ASSERT_TRUE(chosen.gather) << describe(chosen);
+  EXPECT_FALSE(chosen.gather->program->chunk_groups.empty()) << describe(chosen);
+  ASSERT_NO_FATAL_FAILURE(expect_gather_matches(chosen, pixels, 1, 341 * 3 * 341 * 3, rng));
+  force_gather_for_testing(gather_forcing::any);
+  int grouped = 0;
+  for (const bool to_space : {true, false}) {
+    for (std::int64_t b : {2, 3, 4}) {
+      for (std::int64_t channels : {1, 3, 4, 5}) {
+        for (std::int64_t width : {1, 2, 4}) {
+          for (std::int64_t w : {7, 45, 341}) {
+            const std::int64_t h = 3;
+            const auto axes = to_space ? packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width)
+                                       : packed_transpose({h, b, w, b, channels}, {0, 2, 4, 1, 3}, width);
+            runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+            const permute_plan zen5 = plan_permute(axes, static_cast<std::size_t>(width));
+            if (zen5.gather) {
+              EXPECT_TRUE(zen5.gather->program->chunk_groups.empty()) << describe(zen5);
+            }
+            runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+            const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+            if (!plan.gather || plan.gather->program->chunk_groups.empty()) continue;
+            ++grouped;
+            const gather_program& program = *plan.gather->program;
+            std::uint32_t chunks = 0;
+            for (const gather_chunk_group& group : program.chunk_groups) {
+              EXPECT_EQ(group.first_chunk, chunks) << describe(plan);
+              EXPECT_LE(group.chunks, static_cast<std::uint32_t>(max_group_chunks)) << describe(plan);
+              EXPECT_LE(group.windows, static_cast<std::uint32_t>(max_group_windows)) << describe(plan);
+              chunks += group.chunks;
+            }
+            EXPECT_EQ(chunks, program.chunk_end.size()) << describe(plan);
+            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, h * w * channels * b * b * width, rng))
+                << (to_space ? "d2s" : "s2d") << " b=" << b << " C=" << channels << " width=" << width << " W=" << w;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(grouped, 20);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
 // Gathers whose source strides but the rows' are multiples of 64 bytes carry programs with their
 // windows on source lines, one per offset within a line the rows start at (up to 8): depth_to_space
 // / space_to_depth NCHW CRD of channel planes of whole lines (one program) and not (none), NHWC CRD

@@ -1,6 +1,7 @@
 #include "kernels/permute/gather.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <numeric>
 
@@ -221,7 +222,116 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   return program;
 }
 
+// Throughput costs, in permutes, measured on a Zen 4 (family 19h, model 11h) by a loop of eight
+// independent operations of one kind: a 64-byte load across two lines 1.8 (1.1 within one), a
+// two-source byte permute 1, a 64-byte store 2 (which bounds a copy). A chunk costs the largest of
+// its loads', permutes' and store's sums: they issue on separate ports.
+constexpr double crossing_load_cycles = 1.8;
+constexpr double permute_cycles = 1.0;
+constexpr double store_cycles = 2.0;
+// Groups are kept where they save at least this share of the program's estimated cycles.
+constexpr double min_group_saving = 0.1;
+
+// The source offsets (from the period's source start) of a chunk's output bytes, from its steps.
+std::array<std::int64_t, 64> chunk_offsets(const gather_program& program, std::size_t chunk, std::uint64_t& bytes) {
+  std::array<std::int64_t, 64> offsets{};
+  bytes = 0;
+  const std::uint32_t first = chunk == 0 ? 0 : program.chunk_end[chunk - 1];
+  for (std::uint32_t k = first; k < program.chunk_end[chunk]; ++k) {
+    const gather_step& step = program.steps[k];
+    for (std::size_t j = 0; j < 64; ++j) {
+      if ((step.take >> j & 1U) == 0) continue;
+      const std::int64_t index = step.index[j];
+      offsets[j] = index < 64 ? step.window_a + index : step.window_b + index - 64;
+      bytes |= std::uint64_t{1} << j;
+    }
+  }
+  return offsets;
+}
+
+// The fewest 64-byte windows covering `offsets` (sorted), each starting at an offset.
+std::vector<std::int64_t> cover(std::vector<std::int64_t> offsets) {
+  std::sort(offsets.begin(), offsets.end());
+  std::vector<std::int64_t> starts;
+  for (std::int64_t offset : offsets) {
+    if (starts.empty() || offset - starts.back() >= 64) starts.push_back(offset);
+  }
+  return starts;
+}
+
+double chunk_cycles(double loads, double steps) {
+  return std::max({crossing_load_cycles * loads, permute_cycles * steps, store_cycles});
+}
+
 }  // namespace
+
+std::shared_ptr<const gather_program> group_chunks(const gather_program& program) {
+  if (program.layout != gather_layout::pairs_of_64 || program.single_block || program.line_phase != unlined) {
+    return nullptr;
+  }
+  const std::size_t chunks = program.chunk_end.size();
+  std::vector<std::array<std::int64_t, 64>> offsets(chunks);
+  std::vector<std::uint64_t> bytes(chunks);
+  double old_cycles = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    offsets[c] = chunk_offsets(program, c, bytes[c]);
+    if (bytes[c] != ~std::uint64_t{0}) return nullptr;  // whole periods have whole chunks
+    const std::uint32_t first = c == 0 ? 0 : program.chunk_end[c - 1];
+    double loads = 0;
+    for (std::uint32_t k = first; k < program.chunk_end[c]; ++k) loads += program.steps[k].load_b != 0 ? 2 : 1;
+    old_cycles += chunk_cycles(loads, program.chunk_end[c] - first);
+  }
+  auto grouped = std::make_shared<gather_program>(program);
+  double new_cycles = 0;
+  for (std::size_t c0 = 0; c0 < chunks;) {
+    std::vector<std::int64_t> best_windows;
+    std::size_t best_count = 0;
+    double best_per_chunk = 0;
+    for (std::size_t count = 1; count <= static_cast<std::size_t>(max_group_chunks) && c0 + count <= chunks; ++count) {
+      std::vector<std::int64_t> all;
+      for (std::size_t c = c0; c < c0 + count; ++c) all.insert(all.end(), offsets[c].begin(), offsets[c].end());
+      std::vector<std::int64_t> windows = cover(std::move(all));
+      if (windows.size() > static_cast<std::size_t>(max_group_windows)) break;
+      const auto w = static_cast<double>(windows.size());
+      const double per_chunk = chunk_cycles(w / static_cast<double>(count), std::ceil(w / 2));
+      if (best_count == 0 || per_chunk <= best_per_chunk) {
+        best_windows = std::move(windows);
+        best_count = count;
+        best_per_chunk = per_chunk;
+      }
+    }
+    if (best_count == 0) return nullptr;  // a chunk alone needs more windows than a group holds
+    gather_chunk_group group;
+    group.first_chunk = static_cast<std::uint32_t>(c0);
+    group.chunks = static_cast<std::uint32_t>(best_count);
+    group.first_window = static_cast<std::uint32_t>(grouped->group_windows.size());
+    group.windows = static_cast<std::uint32_t>(best_windows.size());
+    group.first_step = static_cast<std::uint32_t>(grouped->group_steps.size());
+    const std::size_t steps = (best_windows.size() + 1) / 2;
+    for (std::size_t c = c0; c < c0 + best_count; ++c) {
+      std::vector<gather_step> made(steps);
+      for (std::size_t j = 0; j < 64; ++j) {
+        const std::int64_t offset = offsets[c][j];
+        // The window holding the byte: the last that starts at or before it (windows are disjoint).
+        const auto after = std::upper_bound(best_windows.begin(), best_windows.end(), offset);
+        const auto window = static_cast<std::size_t>(after - best_windows.begin()) - 1;
+        gather_step& step = made[window / 2];
+        step.index[j] = static_cast<std::uint8_t>(offset - best_windows[window] + (window % 2 == 1 ? 64 : 0));
+        step.take |= std::uint64_t{1} << j;
+      }
+      grouped->group_steps.insert(grouped->group_steps.end(), made.begin(), made.end());
+    }
+    for (std::int64_t start : best_windows) {
+      grouped->group_windows.push_back(start);
+      grouped->reach = std::max(grouped->reach, start + 64);
+    }
+    grouped->chunk_groups.push_back(group);
+    new_cycles += best_per_chunk * static_cast<double>(best_count);
+    c0 += best_count;
+  }
+  if (new_cycles > (1 - min_group_saving) * old_cycles) return nullptr;
+  return grouped;
+}
 
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride, std::int64_t line_phase,

@@ -63,6 +63,20 @@ struct alignas(64) gather_step {
 /// A program's line_phase where its windows start at their first byte (see gather_program_for).
 inline constexpr std::int64_t unlined = -1;
 
+/// Consecutive chunks of a period built together (see group_chunks): the union of their source
+/// bytes is covered by `windows` 64-byte windows, each loaded once per period, and every chunk of
+/// the group takes (windows + 1) / 2 steps, step s permuting windows 2s and 2s + 1 (or window 2s
+/// alone, the last of an odd count).
+struct gather_chunk_group {
+  std::uint32_t first_chunk = 0;
+  std::uint32_t chunks = 0;
+  std::uint32_t first_window = 0;  ///< into gather_program::group_windows
+  std::uint32_t windows = 0;
+  std::uint32_t first_step = 0;  ///< into gather_program::group_steps, chunk after chunk
+};
+inline constexpr int max_group_chunks = 4;
+inline constexpr int max_group_windows = 6;
+
 struct gather_program {
   std::vector<gather_step> steps;        ///< chunk after chunk
   std::vector<std::uint32_t> chunk_end;  ///< steps [chunk_end[c - 1], chunk_end[c]) build chunk c
@@ -76,6 +90,12 @@ struct gather_program {
   std::vector<std::int64_t> prefetch_offsets;
   gather_layout layout = gather_layout::pairs_of_64;
   std::int64_t chunk_bytes = 64;  ///< chunk_bytes_of(layout)
+  /// Whole periods built by groups of chunks (empty: chunk by chunk, with `steps`); the part-period
+  /// ending a row, and strips whose windows near the source's end, still take `steps`. Their steps'
+  /// window_a / window_b are unused: the group's windows are implied by the step's place.
+  std::vector<gather_chunk_group> chunk_groups;
+  std::vector<std::int64_t> group_windows;  ///< source bytes, from the period's source start
+  std::vector<gather_step> group_steps;
 
   [[nodiscard]] double steps_per_chunk() const {
     return static_cast<double>(steps.size()) / static_cast<double>(chunk_end.size());
@@ -107,6 +127,16 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                std::int64_t line_phase = unlined,
                                                                gather_layout layout = gather_layout::pairs_of_64);
+
+/// `program` with its chunks in groups that share their windows (gather_program::chunk_groups),
+/// or null where that would not save loads. A chunk's steps load one or two 64-byte windows each,
+/// which mostly cross a source line: on a Zen 4 such a load costs about 1.8 cycles against 1.1 for
+/// one within a line and 1 for a two-source byte permute, so a gather of short runs is bound by its
+/// loads. Consecutive chunks of a period read neighbouring source bytes (a C = 3 pixel shuffle's
+/// chunks each take 21 bytes of the same three rows), so a group of up to max_group_chunks loads
+/// the windows covering all of their bytes once per period. For pairs_of_64 programs of whole
+/// periods (not single blocks, not lined).
+std::shared_ptr<const gather_program> group_chunks(const gather_program& program);
 
 /// Prefetches one period's source lines (the program's prefetch_offsets past `source`) and its
 /// destination lines (from `destination`, every 64 bytes of period_dst_bytes), into L1. The
