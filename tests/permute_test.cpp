@@ -2613,12 +2613,13 @@ TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
   ASSERT_NO_FATAL_FAILURE(expect_gather_matches(chosen, pixels, 1, 341 * 3 * 341 * 3, rng));
   force_gather_for_testing(gather_forcing::any);
   int grouped = 0;
+  int lined_grouped = 0;
   for (const bool to_space : {true, false}) {
     for (std::int64_t b : {2, 3, 4}) {
       for (std::int64_t channels : {1, 3, 4, 5}) {
         for (std::int64_t width : {1, 2, 4}) {
           for (std::int64_t w : {7, 45, 341}) {
-            const std::int64_t h = 3;
+            const std::int64_t h = 24;  // several strips: a strip whose windows reach the end goes chunk by chunk
             const auto axes = to_space ? packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width)
                                        : packed_transpose({h, b, w, b, channels}, {0, 2, 4, 1, 3}, width);
             runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
@@ -2639,14 +2640,29 @@ TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
               chunks += group.chunks;
             }
             EXPECT_EQ(chunks, program.chunk_end.size()) << describe(plan);
-            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, h * w * channels * b * b * width, rng))
+            const std::int64_t bytes = h * w * channels * b * b * width;
+            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, bytes, rng))
                 << (to_space ? "d2s" : "s2d") << " b=" << b << " C=" << channels << " width=" << width << " W=" << w;
+            const auto& lined = plan.gather->lined_programs;
+            if (lined.empty() || lined.front()->chunk_groups.empty()) continue;
+            // A source starting on a line, so that the lined programs run, ending before the page.
+            ++lined_grouped;
+            const auto size = static_cast<std::size_t>(bytes);
+            const guarded_source src(size, rng, (64 - size % 64) % 64);
+            std::vector<std::byte> expected(size + 3, std::byte{0x5A});
+            permute_naive(axes, src.data(), expected.data() + 3, width);
+            for (int threads : {1, 2}) {
+              std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+              run_permute(plan, src.data(), actual.data() + 3, threads);
+              ASSERT_EQ(actual, expected) << describe(plan) << " on lines, threads=" << threads;
+            }
           }
         }
       }
     }
   }
   EXPECT_GE(grouped, 20);
+  EXPECT_GE(lined_grouped, 10);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }
 

@@ -227,6 +227,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
 // two-source byte permute 1, a 64-byte store 2 (which bounds a copy). A chunk costs the largest of
 // its loads', permutes' and store's sums: they issue on separate ports.
 constexpr double crossing_load_cycles = 1.8;
+constexpr double lined_load_cycles = 1.1;
 constexpr double permute_cycles = 1.0;
 constexpr double store_cycles = 2.0;
 // Groups are kept where they save at least this share of the program's estimated cycles.
@@ -249,26 +250,28 @@ std::array<std::int64_t, 64> chunk_offsets(const gather_program& program, std::s
   return offsets;
 }
 
-// The fewest 64-byte windows covering `offsets` (sorted), each starting at an offset.
-std::vector<std::int64_t> cover(std::vector<std::int64_t> offsets) {
+// The fewest 64-byte windows covering `offsets`, each starting at an offset, or with a line_phase
+// (see gather_program_for) at the start of the line holding it.
+std::vector<std::int64_t> cover(std::vector<std::int64_t> offsets, std::int64_t line_phase) {
   std::sort(offsets.begin(), offsets.end());
   std::vector<std::int64_t> starts;
   for (std::int64_t offset : offsets) {
-    if (starts.empty() || offset - starts.back() >= 64) starts.push_back(offset);
+    if (starts.empty() || offset - starts.back() >= 64) {
+      starts.push_back(line_phase == unlined ? offset : (offset + line_phase) / 64 * 64 - line_phase);
+    }
   }
   return starts;
 }
 
-double chunk_cycles(double loads, double steps) {
-  return std::max({crossing_load_cycles * loads, permute_cycles * steps, store_cycles});
+double chunk_cycles(double loads, double steps, std::int64_t line_phase) {
+  const double load_cycles = line_phase == unlined ? crossing_load_cycles : lined_load_cycles;
+  return std::max({load_cycles * loads, permute_cycles * steps, store_cycles});
 }
 
 }  // namespace
 
 std::shared_ptr<const gather_program> group_chunks(const gather_program& program) {
-  if (program.layout != gather_layout::pairs_of_64 || program.single_block || program.line_phase != unlined) {
-    return nullptr;
-  }
+  if (program.layout != gather_layout::pairs_of_64 || program.single_block) return nullptr;
   const std::size_t chunks = program.chunk_end.size();
   std::vector<std::array<std::int64_t, 64>> offsets(chunks);
   std::vector<std::uint64_t> bytes(chunks);
@@ -279,7 +282,7 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
     const std::uint32_t first = c == 0 ? 0 : program.chunk_end[c - 1];
     double loads = 0;
     for (std::uint32_t k = first; k < program.chunk_end[c]; ++k) loads += program.steps[k].load_b != 0 ? 2 : 1;
-    old_cycles += chunk_cycles(loads, program.chunk_end[c] - first);
+    old_cycles += chunk_cycles(loads, program.chunk_end[c] - first, program.line_phase);
   }
   auto grouped = std::make_shared<gather_program>(program);
   double new_cycles = 0;
@@ -290,10 +293,10 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
     for (std::size_t count = 1; count <= static_cast<std::size_t>(max_group_chunks) && c0 + count <= chunks; ++count) {
       std::vector<std::int64_t> all;
       for (std::size_t c = c0; c < c0 + count; ++c) all.insert(all.end(), offsets[c].begin(), offsets[c].end());
-      std::vector<std::int64_t> windows = cover(std::move(all));
+      std::vector<std::int64_t> windows = cover(std::move(all), program.line_phase);
       if (windows.size() > static_cast<std::size_t>(max_group_windows)) break;
       const auto w = static_cast<double>(windows.size());
-      const double per_chunk = chunk_cycles(w / static_cast<double>(count), std::ceil(w / 2));
+      const double per_chunk = chunk_cycles(w / static_cast<double>(count), std::ceil(w / 2), program.line_phase);
       if (best_count == 0 || per_chunk <= best_per_chunk) {
         best_windows = std::move(windows);
         best_count = count;

@@ -135,7 +135,8 @@ std::shared_ptr<const gather_program> gather_block_program_for(std::span<const p
 /// loads. Consecutive chunks of a period read neighbouring source bytes (a C = 3 pixel shuffle's
 /// chunks each take 21 bytes of the same three rows), so a group of up to max_group_chunks loads
 /// the windows covering all of their bytes once per period. For pairs_of_64 programs of whole
-/// periods (not single blocks, not lined).
+/// periods (not single blocks); for lined programs the windows are lines (a load within a line
+/// costs 1.1).
 std::shared_ptr<const gather_program> group_chunks(const gather_program& program);
 
 /// Prefetches one period's source lines (the program's prefetch_offsets past `source`) and its
