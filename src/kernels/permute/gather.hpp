@@ -130,12 +130,11 @@ std::shared_ptr<const gather_program> gather_block_program_for(std::span<const p
 
 /// `program` with its chunks in groups that share their windows (gather_program::chunk_groups),
 /// or null where that would not save loads. A chunk's steps load one or two 64-byte windows each,
-/// which mostly cross a source line: on a Zen 4 such a load costs about 1.8 cycles against 1.1 for
-/// one within a line and 1 for a two-source byte permute, so a gather of short runs is bound by its
-/// loads. Consecutive chunks of a period read neighbouring source bytes (a C = 3 pixel shuffle's
-/// chunks each take 21 bytes of the same three rows), so a group of up to max_group_chunks loads
-/// the windows covering all of their bytes once per period. For pairs_of_64 programs of whole
-/// periods (not single blocks); for lined programs the windows are lines (a load within a line
+/// which mostly cross a source line: on a Zen 4 such a load takes as long as 1.8 two-source byte
+/// permutes (one within a line 1.1), so a gather of short runs is bound by its loads. Consecutive chunks of a period
+/// read neighbouring source bytes (a C = 3 pixel shuffle's chunks each take 21 bytes of the same three rows), so a
+/// group of up to max_group_chunks loads the windows covering all of their bytes once per period. For pairs_of_64
+/// programs of whole periods (not single blocks); for lined programs the windows are lines (a load within a line
 /// costs 1.1).
 std::shared_ptr<const gather_program> group_chunks(const gather_program& program);
 
