@@ -15,10 +15,11 @@ struct program_key {
   bool single_block = false;
   std::int64_t line_phase = unlined;
   gather_layout layout = gather_layout::pairs_of_64;
+  bool grouped = false;
 
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
-           line_phase == other.line_phase && layout == other.layout &&
+           line_phase == other.line_phase && layout == other.layout && grouped == other.grouped &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -189,39 +190,6 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
   return program;
 }
 
-std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
-                                                     std::int64_t stream_src_stride, bool single_block,
-                                                     std::int64_t line_phase, gather_layout layout) {
-  // A few programs suffice: a process usually repeats a handful of shapes.
-  constexpr std::size_t capacity = 16;
-  static std::mutex mutex;
-  static std::vector<std::pair<program_key, std::shared_ptr<const gather_program>>> cache;
-  program_key key;
-  for (const permute_axis& axis : inner) key.inner.push_back(axis);
-  key.width = width;
-  key.stream_src_stride = stream_src_stride;
-  key.single_block = single_block;
-  key.line_phase = line_phase;
-  key.layout = layout;
-  {
-    const std::lock_guard lock(mutex);
-    for (std::size_t i = 0; i < cache.size(); ++i) {
-      if (cache[i].first == key) {
-        // Most recent first, so the oldest leaves when the cache is full.
-        std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
-                    cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-        return cache.front().second;
-      }
-    }
-  }
-  std::shared_ptr<const gather_program> program =
-      build(inner, width, stream_src_stride, single_block, line_phase, layout);
-  const std::lock_guard lock(mutex);
-  if (cache.size() == capacity) cache.pop_back();
-  cache.insert(cache.begin(), {std::move(key), program});
-  return program;
-}
-
 // Throughput costs, in permutes, measured on a Zen 4 (family 19h, model 11h) by a loop of eight
 // independent operations of one kind: a 64-byte load across two lines 1.8 (1.1 within one), a
 // two-source byte permute 1, a 64-byte store 2 (which bounds a copy). A chunk costs the largest of
@@ -268,8 +236,8 @@ double chunk_cycles(double loads, double steps, std::int64_t line_phase) {
   return std::max({load_cycles * loads, permute_cycles * steps, store_cycles});
 }
 
-}  // namespace
-
+// `program` with its chunks in groups that share their windows (gather_program::chunk_groups), or
+// null where that would not save loads (see grouped_gather_program_for).
 std::shared_ptr<const gather_program> group_chunks(const gather_program& program) {
   if (program.layout != gather_layout::pairs_of_64 || program.single_block) return nullptr;
   const std::size_t chunks = program.chunk_end.size();
@@ -336,12 +304,65 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
   return grouped;
 }
 
+// `grouped`: the program with its chunks in groups where they pay (group_chunks), else the plain
+// one.
+std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
+                                                     std::int64_t stream_src_stride, bool single_block,
+                                                     std::int64_t line_phase, gather_layout layout,
+                                                     bool grouped = false) {
+  // A few programs suffice: a process usually repeats a handful of shapes. A plan may take up to 18
+  // (its program and up to 8 lined ones, each also grouped).
+  constexpr std::size_t capacity = 32;
+  static std::mutex mutex;
+  static std::vector<std::pair<program_key, std::shared_ptr<const gather_program>>> cache;
+  program_key key;
+  for (const permute_axis& axis : inner) key.inner.push_back(axis);
+  key.width = width;
+  key.stream_src_stride = stream_src_stride;
+  key.single_block = single_block;
+  key.line_phase = line_phase;
+  key.layout = layout;
+  key.grouped = grouped;
+  {
+    const std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < cache.size(); ++i) {
+      if (cache[i].first == key) {
+        // Most recent first, so the oldest leaves when the cache is full.
+        std::rotate(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(i),
+                    cache.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return cache.front().second;
+      }
+    }
+  }
+  std::shared_ptr<const gather_program> program;
+  if (grouped) {
+    std::shared_ptr<const gather_program> plain =
+        cached_program(inner, width, stream_src_stride, single_block, line_phase, layout);
+    program = plain ? group_chunks(*plain) : nullptr;
+    if (!program) program = std::move(plain);
+  } else {
+    program = build(inner, width, stream_src_stride, single_block, line_phase, layout);
+  }
+  const std::lock_guard lock(mutex);
+  if (cache.size() == capacity) cache.pop_back();
+  cache.insert(cache.begin(), {std::move(key), program});
+  return program;
+}
+
+}  // namespace
+
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride, std::int64_t line_phase,
                                                          gather_layout layout) {
   // Lined windows are a pairs_of_64 refinement: a 16-byte load crosses a line a quarter as often.
   if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
   return cached_program(inner, width, stream_src_stride, false, line_phase, layout);
+}
+
+std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
+                                                                 std::int64_t stream_src_stride,
+                                                                 std::int64_t line_phase) {
+  return cached_program(inner, width, stream_src_stride, false, line_phase, gather_layout::pairs_of_64, true);
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,

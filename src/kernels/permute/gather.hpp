@@ -63,10 +63,10 @@ struct alignas(64) gather_step {
 /// A program's line_phase where its windows start at their first byte (see gather_program_for).
 inline constexpr std::int64_t unlined = -1;
 
-/// Consecutive chunks of a period built together (see group_chunks): the union of their source
-/// bytes is covered by `windows` 64-byte windows, each loaded once per period, and every chunk of
-/// the group takes (windows + 1) / 2 steps, step s permuting windows 2s and 2s + 1 (or window 2s
-/// alone, the last of an odd count).
+/// Consecutive chunks of a period built together (see grouped_gather_program_for): the union of
+/// their source bytes is covered by `windows` 64-byte windows, each loaded once per period, and
+/// every chunk of the group takes (windows + 1) / 2 steps, step s permuting windows 2s and 2s + 1
+/// (or window 2s alone, the last of an odd count).
 struct gather_chunk_group {
   std::uint32_t first_chunk = 0;
   std::uint32_t chunks = 0;
@@ -128,15 +128,18 @@ std::shared_ptr<const gather_program> gather_block_program_for(std::span<const p
                                                                std::int64_t line_phase = unlined,
                                                                gather_layout layout = gather_layout::pairs_of_64);
 
-/// `program` with its chunks in groups that share their windows (gather_program::chunk_groups),
-/// or null where that would not save loads. A chunk's steps load one or two 64-byte windows each,
-/// which mostly cross a source line: on a Zen 4 such a load takes as long as 1.8 two-source byte
-/// permutes (one within a line 1.1), so a gather of short runs is bound by its loads. Consecutive chunks of a period
-/// read neighbouring source bytes (a C = 3 pixel shuffle's chunks each take 21 bytes of the same three rows), so a
-/// group of up to max_group_chunks loads the windows covering all of their bytes once per period. For pairs_of_64
-/// programs of whole periods (not single blocks); for lined programs the windows are lines (a load within a line
-/// costs 1.1).
-std::shared_ptr<const gather_program> group_chunks(const gather_program& program);
+/// gather_program_for's pairs_of_64 program with its chunks in groups that share their windows
+/// (gather_program::chunk_groups) where that saves loads, else the plain program (null where that
+/// is null); cached like it. A chunk's steps load one or two 64-byte windows each, which mostly
+/// cross a source line: on a Zen 4 such a load takes as long as 1.8 two-source byte permutes (one
+/// within a line 1.1), so a gather of short runs is bound by its loads. Consecutive chunks of a
+/// period read neighbouring source bytes (a C = 3 pixel shuffle's chunks each take 21 bytes of the
+/// same three rows), so a group of up to max_group_chunks loads the windows covering all of their
+/// bytes once per period. For programs of whole periods (not single blocks); for lined programs the
+/// windows are lines.
+std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
+                                                                 std::int64_t stream_src_stride,
+                                                                 std::int64_t line_phase = unlined);
 
 /// Prefetches one period's source lines (the program's prefetch_offsets past `source`) and its
 /// destination lines (from `destination`, every 64 bytes of period_dst_bytes), into L1. The

@@ -1192,20 +1192,23 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   if (vbmi) add_lined_programs(tile, outer, normalized, found->block_axes, width, output_streams(plan));
   if (vbmi && loses_to_run_copies_on_zen4(plan, tile)) return;
   // On a Zen 4, whose gathers are bound by their loads (most cross a line), chunks are built in
-  // groups that load their windows once per period (group_chunks). Each gather cell of the grid
-  // planned both ways in one process, alternating 7-31 times, then in the other order, one / two
-  // threads: 64 KiB 1.06x / 1.05x over all 196 (the 43 whose program groups 1.29x), 1 MiB 1.10x /
-  // 1.10x over 131 (42 grouped: 1.33x, s2d NHWC and channels-last K = 3 CRD b2-b4 of 3-4 channels
-  // 1.5-1.7x, e.g. 0.37 -> 0.57 of memcpy for s2d NHWC DCR b3 C1 of bytes), 16 MiB 1.04x on one
-  // thread (53 grouped: 1.09x, the least 0.94x). The lined programs (windows on lines, each load
-  // 1.1 permutes' time) group as well, against the same with only the unlined program grouped:
-  // 64 KiB 1.05x / 1.04x (28 grouped: 1.43x on one thread, s2d channels-first K = 3 and
-  // channels-last K = 3 CRD up to 1.84x), 1 MiB 1.02x / 1.02x (10: 1.26x / 1.28x), 16 MiB 1.01x.
-  // Not measured on other cores.
-  if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen4) {
-    if (auto grouped = group_chunks(*tile.program)) tile.program = std::move(grouped);
+  // groups that load their windows once per period (grouped_gather_program_for). Each gather cell
+  // of the grid planned both ways in one process, alternating 7-31 times, then in the other order,
+  // one / two threads: 64 KiB 1.06x / 1.05x over all 196 (the 43 whose program groups 1.29x),
+  // 1 MiB 1.10x / 1.10x over 131 (42 grouped: 1.33x, s2d NHWC and channels-last K = 3 CRD b2-b4 of
+  // 3-4 channels 1.5-1.7x, e.g. 0.37 -> 0.57 of memcpy for s2d NHWC DCR b3 C1 of bytes), 16 MiB
+  // 1.04x on one thread (53 grouped: 1.09x, the least 0.94x). The lined programs (windows on
+  // lines, each load 1.1 permutes' time) group as well, against the same with only the unlined
+  // program grouped: 64 KiB 1.05x / 1.04x (28 grouped: 1.43x on one thread, s2d channels-first
+  // K = 3 and channels-last K = 3 CRD up to 1.84x), 1 MiB 1.02x / 1.02x (10: 1.26x / 1.28x),
+  // 16 MiB 1.01x. Not measured on other cores.
+  if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen4 && !tile.program->single_block) {
+    // The same programs as find_gathers' and add_lined_programs', from the program cache: grouping
+    // one costs 4-15 us, a plan without it 0.2-0.5.
+    const std::span<const permute_axis> inner = std::span(normalized).last(found->block_axes);
+    tile.program = grouped_gather_program_for(inner, width, tile.stream.src_stride);
     for (auto& lined : tile.lined_programs) {
-      if (auto grouped = group_chunks(*lined)) lined = std::move(grouped);
+      lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase);
     }
   }
   const std::int64_t total_bytes = plan.total_bytes;
