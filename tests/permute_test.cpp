@@ -2457,14 +2457,14 @@ class PermuteGather : public testing::Test {
   }
 };
 
-// The plan against the element loop: source ending right before an inaccessible page,
+// The plan against the element loop: source ending `gap` bytes before an inaccessible page,
 // destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads; and
 // run as an output well past the cache would run it (its total_bytes raised to
 // streamed_gather_output_bytes: each strip prefetches the next one's source and is built in an L1
 // buffer, then streamed out, gather_rows::stream).
 void expect_gather_matches(const permute_plan& plan, const std::vector<permute_axis>& axes, std::int64_t width,
-                           std::int64_t bytes, std::mt19937_64& rng) {
-  guarded_source src(static_cast<std::size_t>(bytes), rng);
+                           std::int64_t bytes, std::mt19937_64& rng, std::size_t gap = 0) {
+  guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
   const permute_plan streamed = [&] {
     permute_plan large = plan;
     large.total_bytes = std::max(plan.total_bytes, streamed_gather_output_bytes);
@@ -2647,15 +2647,9 @@ TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
             if (lined.empty() || lined.front()->chunk_groups.empty()) continue;
             // A source starting on a line, so that the lined programs run, ending before the page.
             ++lined_grouped;
-            const auto size = static_cast<std::size_t>(bytes);
-            const guarded_source src(size, rng, (64 - size % 64) % 64);
-            std::vector<std::byte> expected(size + 3, std::byte{0x5A});
-            permute_naive(axes, src.data(), expected.data() + 3, width);
-            for (int threads : {1, 2}) {
-              std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
-              run_permute(plan, src.data(), actual.data() + 3, threads);
-              ASSERT_EQ(actual, expected) << describe(plan) << " on lines, threads=" << threads;
-            }
+            const auto line_gap = static_cast<std::size_t>((64 - bytes % 64) % 64);
+            ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, bytes, rng, line_gap))
+                << describe(plan) << " on lines";
           }
         }
       }
