@@ -12,7 +12,8 @@
 //
 // FILE lists case names as `regrid bench` prints them (s2d/NCHW/DCR/x8/b2/c3/16MiB), one per
 // line; VALUE "-" leaves the variable unset. Prints, per case, op time A / op time B (above 1: B
-// is faster) and each plan's ratio to memcpy, then the geometric mean over the cases.
+// is faster), each plan's ratio to memcpy and the two plans' kernels ("same K" where the plans
+// describe alike), then the geometric mean over the cases.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -167,8 +168,11 @@ int main(int argc, char** argv) {
     const double time_a = median(a);
     const double time_b = median(b);
     const double time_copy = median(copy);
-    std::printf("%.3f %-40s A %.3f ms (%.2f of memcpy)  B %.3f ms (%.2f)\n", time_a / time_b, c.name().c_str(),
-                time_a * 1e3, time_copy / time_a, time_b * 1e3, time_copy / time_b);
+    // The kernels name the plans; "same" where the two describe alike (the A/B then measures noise).
+    const std::string kernels =
+        plan_a.describe() == plan_b.describe() ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
+    std::printf("%.3f %-40s A %.3f ms (%.2f of memcpy)  B %.3f ms (%.2f)  %s\n", time_a / time_b, c.name().c_str(),
+                time_a * 1e3, time_copy / time_a, time_b * 1e3, time_copy / time_b, kernels.c_str());
     log_sum += std::log(time_a / time_b);
     ++count;
   }
