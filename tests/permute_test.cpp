@@ -2595,16 +2595,17 @@ void expect_matches_from_any_line_offset(const permute_plan& plan, const std::ve
   }
 }
 
-// On a Zen 4 the VBMI gather builds consecutive chunks of a period together from windows loaded
-// once per period (gather_program::chunk_groups) where that saves loads. Planned for a Zen 4 with
+// On a Zen 4 and on Intel's cores the VBMI gather builds consecutive chunks of a period together
+// from windows loaded once per period (gather_program::chunk_groups) where that saves loads. Planned for a Zen 4 with
 // gathers forced, the NHWC CRD shapes of GatherAtIsa.ProgramsMatchNaiveCopy whose program groups
 // (rows of 7-341 pixels: whole periods, part-periods, strips near the source's end), against the
 // element loop (expect_gather_matches: source ending before an inaccessible page, destination
 // misaligned, one and two threads, streamed); and s2d NHWC DCR b3 C1 of bytes, which takes the
-// gather, grouped, unforced (its chunks each take 21 bytes of three rows). Zen 5 keeps the
-// chunk-by-chunk programs.
-TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
+// gather, grouped, unforced (its chunks each take 21 bytes of three rows). Intel's cores plan the
+// same groups; Zen 5 keeps the chunk-by-chunk programs.
+TEST_F(PermuteGather, Zen4AndIntelBuildChunkGroupsFromSharedWindows) {
   std::mt19937_64 rng(79);
+  auto program_groups = [](const permute_plan& plan) { return plan.gather->program->chunk_groups.size(); };
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
   const auto pixels = packed_transpose({341, 3, 341, 3, 1}, {0, 2, 1, 3, 4}, 1);
   const permute_plan chosen = plan_permute(pixels, 1);
@@ -2631,6 +2632,10 @@ TEST_F(PermuteGather, Zen4BuildsChunkGroupsFromSharedWindows) {
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             if (!plan.gather || plan.gather->program->chunk_groups.empty()) continue;
             ++grouped;
+            runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+            const permute_plan intel = plan_permute(axes, static_cast<std::size_t>(width));
+            ASSERT_TRUE(intel.gather) << describe(intel);
+            EXPECT_EQ(intel.gather->program->chunk_groups.size(), program_groups(plan)) << describe(intel);
             const gather_program& program = *plan.gather->program;
             std::uint32_t chunks = 0;
             for (const gather_chunk_group& group : program.chunk_groups) {

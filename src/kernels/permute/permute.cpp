@@ -1114,6 +1114,12 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 
 bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other per-core rules
 
+// The cores whose VBMI gathers build their chunks in groups (see prefer_gather): a Zen 4 and
+// Intel's.
+bool groups_gather_chunks(runtime::core_kind cores) {
+  return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
+}
+
 // The *_on_amd rules below are for runtime::takes_amd_rules' cores, Zen 4 and Zen 5. The rules were
 // measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd; the planning of
 // assembled de-interleaves for the cache, assembles_streamed_deinterleave, held there once measured
@@ -1201,8 +1207,14 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   // lines, each load 1.1 permutes' time) group as well, against the same with only the unlined
   // program grouped: 64 KiB 1.05x / 1.04x (28 grouped: 1.43x on one thread, s2d channels-first
   // K = 3 and channels-last K = 3 CRD up to 1.84x), 1 MiB 1.02x / 1.02x (10: 1.26x / 1.28x),
-  // 16 MiB 1.01x. Not measured on other cores.
-  if (vbmi && runtime::planning_core_kind() == runtime::core_kind::amd_zen4 && !tile.program->single_block) {
+  // 16 MiB 1.01x. Intel's cores group them too: on an Intel Xeon with AMX (family 6, 2 vCPUs,
+  // 48 KiB L1d and 2 MiB L2 per core), each grid cell planned both ways in one process
+  // (bench/plan_ab, 31 / 15 / 7 alternations at 64 KiB / 1 MiB / 16 MiB, then in the other order),
+  // the cells whose program groups: one thread 1.16x / 1.14x / 1.17x over 92 / 55 / 52 (68 / 40 / 43
+  // faster by over 4% in both orders, 1.22x / 1.19x / 1.21x; one slower, 0.92-0.95x), two threads
+  // 1.01x / 1.12x / 1.17x; at 256 MiB 1.04x on one thread (52 cells, 0.94-1.17x). Zen 5 is not
+  // measured.
+  if (vbmi && groups_gather_chunks(runtime::planning_core_kind()) && !tile.program->single_block) {
     // The same programs as find_gathers' and add_lined_programs', from the program cache: grouping
     // one costs 4-15 us, a plan without it 0.2-0.5.
     const std::span<const permute_axis> inner = std::span(normalized).last(found->block_axes);
