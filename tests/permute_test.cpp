@@ -70,6 +70,11 @@ class RestoresPlanningStateAfterEachTest : public testing::EmptyTestEventListene
 
 // Both kinds of AMD's cores with AVX-512, which share the *_on_amd rules of plan_permute.
 constexpr std::array amd_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5};
+// The cores that take the staging rules measured on AMD's (takes_amd_staging_rules) and on a
+// Zen 4 (takes_zen4_staging_rules).
+constexpr std::array amd_staging_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5,
+                                            runtime::core_kind::intel};
+constexpr std::array zen4_staging_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::intel};
 
 std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shape, const std::vector<int>& perm,
                                            std::int64_t width) {
@@ -1318,12 +1323,13 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   set_max_isa(isa::avx512vbmi);
 }
 
-// On AMD's Zen 4 and Zen 5 the AVX-512 levels take the AVX2 level's in-place walk of segments where
-// they would stage them through the L1 buffer, for the ways and lanes stages_where_avx2_segments_win_on_amd
-// lists and pieces of 8 bytes or more per way, and the AVX2 plan for unstaged 3- and 9-way
-// shuffles of 8-byte lanes, also where a VBMI gather would replace the shuffle, and the AVX2
-// level's in-place 2-way interleaves where the staged ones' output streams.
-TEST(PermutePlan, AmdTakesTheAvx2SegmentsWhereItsStagingLoses) {
+// On AMD's Zen 4 and Zen 5 (and Intel's cores) the AVX-512 levels take the AVX2 level's in-place
+// walk of segments where they would stage them through the L1 buffer, for the ways and lanes
+// stages_where_avx2_segments_win_on_amd lists and pieces of 8 bytes or more per way, and the AVX2
+// plan for unstaged 3- and 9-way shuffles of 8-byte lanes, also where a VBMI gather would replace
+// the shuffle, and the AVX2 level's in-place 2-way interleaves where the staged ones' output
+// streams.
+TEST(PermutePlan, AmdAndIntelTakeTheAvx2SegmentsWhereTheirStagingLoses) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(47);
   // d2s channels-first K = 3 DCR b8 C16 of 2-byte elements, [8192, D, D, D] -> [16, 8D, 8D, 8D]:
@@ -1350,14 +1356,16 @@ TEST(PermutePlan, AmdTakesTheAvx2SegmentsWhereItsStagingLoses) {
       runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
       const permute_plan common = plan_permute(p.axes, p.width);
       EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
-      for (runtime::core_kind cores : amd_core_kinds) {
+      for (runtime::core_kind cores : amd_staging_core_kinds) {
         runtime::plan_for_core_kind_for_testing(cores);
         const permute_plan amd = plan_permute(p.axes, p.width);
         if (p.amd_segments) {
           EXPECT_EQ(describe(amd), describe(avx2_plan)) << to_string(cap);
           EXPECT_EQ(describe(plan_permute_cached(p.axes, p.width)), describe(amd)) << to_string(cap);
           expect_matches_naive_on_one_and_two_threads(p.axes, amd, p.width, rng);
-        } else {
+        } else if (cores != runtime::core_kind::intel) {
+          // (Intel's own rule, stages_where_avx2_segments_win_on_intel, takes the segments of 8-way
+          // interleaves of 2-byte lanes whatever their pieces: see IntelTakesTheAvx2Plan...)
           EXPECT_EQ(describe(amd), describe(common)) << to_string(cap);
         }
       }
@@ -1429,13 +1437,14 @@ TEST(PermutePlan, AmdTakesTheAvx2SegmentsWhereItsStagingLoses) {
   set_max_isa(isa::avx512vbmi);
 }
 
-// On a Zen 4 (only) staged AVX-512 shuffles of up to 4 ways take the AVX2 level's plan where that
-// shuffles in place, unstaged and unsegmented (stages_where_avx2_direct_wins_on_zen4), below
-// 64 MiB. d2s channels-first K = 3 DCR b2 C1 of 8-byte elements, [8, 10, 10, 10] -> [1, 20, 20, 20]:
-// 2-way interleaves of 10-element runs, which AVX-512 stages and AVX2 shuffles directly; the same
-// of 8 ways (d2s NCHW DCR b8 C4 of 4-byte elements, [256, 8, 8] -> [4, 64, 64]) keeps its staging;
-// and b2 C1 past 64 MiB (planned only) too.
-TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
+// On a Zen 4 and Intel's cores (not Zen 5) staged AVX-512 shuffles of up to 4 ways take the AVX2
+// level's plan where that shuffles in place, unstaged and unsegmented
+// (stages_where_avx2_direct_wins_on_zen4), below 64 MiB. d2s channels-first K = 3 DCR b2 C1 of
+// 8-byte elements, [8, 10, 10, 10] -> [1, 20, 20, 20]: 2-way interleaves of 10-element runs, which
+// AVX-512 stages and AVX2 shuffles directly; the same of 8 ways (d2s NCHW DCR b8 C4 of 4-byte
+// elements, [256, 8, 8] -> [4, 64, 64]) keeps its staging; and b2 C1 past 64 MiB (planned only)
+// too.
+TEST(PermutePlan, Zen4AndIntelTakeTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(59);
   const std::vector<int> d2s_dcr_channels_first{3, 4, 0, 5, 1, 6, 2};
@@ -1458,18 +1467,20 @@ TEST(PermutePlan, Zen4TakesTheAvx2DirectShuffleOverStagingOfUpToFourWays) {
     EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
     EXPECT_EQ(describe(plan_permute(pairs, 8)), describe(common)) << to_string(cap);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
-    const permute_plan zen4 = plan_permute(pairs, 8);
-    EXPECT_EQ(describe(zen4), describe(avx2_pairs)) << to_string(cap);
-    EXPECT_EQ(describe(plan_permute_cached(pairs, 8)), describe(zen4)) << to_string(cap);
-    expect_matches_naive_on_one_and_two_threads(pairs, zen4, 8, rng);
-    const permute_plan zen4_eights = plan_permute(eights, 4);
-    EXPECT_NE(describe(zen4_eights).find(" staged by "), std::string::npos) << describe(zen4_eights);
-    EXPECT_EQ(zen4_eights.shuffle->level, isa::avx512) << describe(zen4_eights);
-    const permute_plan zen4_far = plan_permute(far_pairs, 8);
-    ASSERT_GE(zen4_far.total_bytes, std::int64_t{64} << 20);
-    ASSERT_TRUE(zen4_far.shuffle) << describe(zen4_far);
-    EXPECT_EQ(zen4_far.shuffle->level, isa::avx512) << describe(zen4_far);
+    for (runtime::core_kind cores : zen4_staging_core_kinds) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      const permute_plan zen4 = plan_permute(pairs, 8);
+      EXPECT_EQ(describe(zen4), describe(avx2_pairs)) << to_string(cap);
+      EXPECT_EQ(describe(plan_permute_cached(pairs, 8)), describe(zen4)) << to_string(cap);
+      expect_matches_naive_on_one_and_two_threads(pairs, zen4, 8, rng);
+      const permute_plan zen4_eights = plan_permute(eights, 4);
+      EXPECT_NE(describe(zen4_eights).find(" staged by "), std::string::npos) << describe(zen4_eights);
+      EXPECT_EQ(zen4_eights.shuffle->level, isa::avx512) << describe(zen4_eights);
+      const permute_plan zen4_far = plan_permute(far_pairs, 8);
+      ASSERT_GE(zen4_far.total_bytes, std::int64_t{64} << 20);
+      ASSERT_TRUE(zen4_far.shuffle) << describe(zen4_far);
+      EXPECT_EQ(zen4_far.shuffle->level, isa::avx512) << describe(zen4_far);
+    }
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   }
   set_max_isa(isa::avx512vbmi);
@@ -2287,11 +2298,12 @@ TEST(PermutePlan, InterleavesOfFourWaysOrMoreWalkTheSourceInOrderInTheCache) {
   EXPECT_NE(three.shuffle->repeat.inner.src_stride, 171 * 4) << describe(three);
 }
 
-// On a Zen 4, staged AVX-512 interleaves of more than 4 ways take the AVX2 level's plan where that
-// interleaves unstaged in the source's order: d2s NCHW DCR b8 C4 of bytes at 1 MiB (runs of 64
-// bytes), not C16 (runs of 32 bytes, which the AVX2 level walks in the destination's order); or
-// where it stages too: d2s channels-first K = 3 CRD b8 C4 of 2-byte elements at 64 KiB.
-TEST(PermutePlan, Zen4TakesTheAvx2PlanOverStagedInterleavesOfEightWays) {
+// On a Zen 4 and Intel's cores, staged AVX-512 interleaves of more than 4 ways take the AVX2
+// level's plan where that interleaves unstaged in the source's order: d2s NCHW DCR b8 C4 of bytes
+// at 1 MiB (runs of 64 bytes), not C16 (runs of 32 bytes, which the AVX2 level walks in the
+// destination's order); or where it stages too: d2s channels-first K = 3 CRD b8 C4 of 2-byte
+// elements at 64 KiB.
+TEST(PermutePlan, Zen4AndIntelTakeTheAvx2PlanOverStagedInterleavesOfEightWays) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
   const auto c4 = packed_transpose({4, 8, 8, 64, 64}, d2s_nchw, 1);
@@ -2307,20 +2319,22 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanOverStagedInterleavesOfEightWays) {
     const permute_plan common = plan_permute(c4, 1);
     ASSERT_TRUE(common.shuffle && common.shuffle->interleave) << describe(common);
     EXPECT_NE(describe(common).find(" staged by "), std::string::npos) << describe(common);
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
-    const permute_plan zen4 = plan_permute(c4, 1);
-    ASSERT_TRUE(zen4.shuffle) << describe(zen4);
-    EXPECT_EQ(zen4.shuffle->level, isa::avx2) << describe(zen4);
-    EXPECT_EQ(describe(zen4).find(" staged by "), std::string::npos) << describe(zen4);
-    EXPECT_TRUE(zen4.shuffle->repeat.by_source) << describe(zen4);
-    std::mt19937_64 rng(83);
-    expect_matches_naive_on_one_and_two_threads(c4, zen4, 1, rng);
-    const permute_plan zen4_c16 = plan_permute(c16, 1);
-    ASSERT_TRUE(zen4_c16.shuffle) << describe(zen4_c16);
-    EXPECT_EQ(zen4_c16.shuffle->level, isa::avx512) << describe(zen4_c16);
-    const permute_plan zen4_cubes = plan_permute(cubes, 2);
-    EXPECT_EQ(describe(zen4_cubes), describe(avx2_cubes)) << to_string(cap);
-    expect_matches_naive_on_one_and_two_threads(cubes, zen4_cubes, 2, rng);
+    for (runtime::core_kind cores : zen4_staging_core_kinds) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      const permute_plan zen4 = plan_permute(c4, 1);
+      ASSERT_TRUE(zen4.shuffle) << describe(zen4);
+      EXPECT_EQ(zen4.shuffle->level, isa::avx2) << describe(zen4);
+      EXPECT_EQ(describe(zen4).find(" staged by "), std::string::npos) << describe(zen4);
+      EXPECT_TRUE(zen4.shuffle->repeat.by_source) << describe(zen4);
+      std::mt19937_64 rng(83);
+      expect_matches_naive_on_one_and_two_threads(c4, zen4, 1, rng);
+      const permute_plan zen4_c16 = plan_permute(c16, 1);
+      ASSERT_TRUE(zen4_c16.shuffle) << describe(zen4_c16);
+      EXPECT_EQ(zen4_c16.shuffle->level, isa::avx512) << describe(zen4_c16);
+      const permute_plan zen4_cubes = plan_permute(cubes, 2);
+      EXPECT_EQ(describe(zen4_cubes), describe(avx2_cubes)) << to_string(cap);
+      expect_matches_naive_on_one_and_two_threads(cubes, zen4_cubes, 2, rng);
+    }
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
     const permute_plan common_cubes = plan_permute(cubes, 2);
     ASSERT_TRUE(common_cubes.shuffle) << describe(common_cubes);

@@ -1120,6 +1120,32 @@ bool groups_gather_chunks(runtime::core_kind cores) {
   return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
 }
 
+// The cores that take the AVX2 level's plan over staged AVX-512 shuffles by the rules measured on
+// AMD's cores (stages_where_avx2_segments_win_on_amd, stages_where_avx2_direct_wins_on_amd): AMD's,
+// and Intel's, where they held too. On an Intel Xeon with AMX (family 6, 2 vCPUs, 48 KiB L1d and
+// 2 MiB L2 per core), each grid cell planned both ways in one process (bench/plan_ab, 31 / 15
+// alternations at 64 KiB / 1 MiB, then in the other order), one thread: the 18 / 12 cells these
+// change (2- and 3-way de-interleaves of 4- and 8-byte lanes, 3-way interleaves of 4-byte lanes,
+// which the AVX2 level walks in place) 1.36x / 1.32x, the least 1.07x.
+bool takes_amd_staging_rules(runtime::core_kind cores) {
+  return takes_amd_rules(cores) || cores == runtime::core_kind::intel;
+}
+
+// ... by the rules measured on a Zen 4 (stages_where_avx2_direct_wins_on_zen4,
+// stages_interleave_where_avx2_wins_on_zen4): a Zen 4, and Intel's cores. The same A/B on the same
+// Xeon, one thread: staged shuffles of 2-4 ways that the AVX2 level runs unstaged, 54 / 52 cells at
+// 64 KiB / 1 MiB 1.33x / 1.20x (the least 0.92x), and staged interleaves of more than 4 ways, 23 /
+// 31 cells 1.18x / 1.08x (the least 0.89x). The three rules together, with grouped gathers
+// (groups_gather_chunks): the 95 staged cells they change at 64 KiB / 1 MiB 1.08x / 1.26x on two
+// threads, at 16 MiB 1.62x on one (95 cells) and 1.47x on two (110, the assembled de-interleaves
+// of plans_streamed_deinterleaves_for_the_cache among them) (3-way interleaves and de-interleaves of 1- and
+// 2-byte lanes and 2-way interleaves of bytes 1.6-1.7x; the least 0.66x, a 3-way de-interleave of
+// 4-byte lanes); at 256 MiB, where far_past_the_cache leaves the Zen 4 rules out, 5 cells 1.16x
+// (2-way interleaves of bytes 0.75x).
+bool takes_zen4_staging_rules(runtime::core_kind cores) {
+  return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
+}
+
 // The *_on_amd rules below are for runtime::takes_amd_rules' cores, Zen 4 and Zen 5. The rules were
 // measured on a Zen 5 first and held on a Zen 4 (see loses_to_avx2_on_amd; the planning of
 // assembled de-interleaves for the cache, assembles_streamed_deinterleave, held there once measured
@@ -1579,12 +1605,14 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     } else {
       // Staged AVX-512 shuffles whose AVX2 plan, made once, walks the segments in place or
       // interleaves unstaged.
-      const bool segments_win = (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
-                                (amd && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
-      const bool direct_wins = (amd && stages_where_avx2_direct_wins_on_amd(plan)) ||
-                               (cores == runtime::core_kind::amd_zen4 && stages_where_avx2_direct_wins_on_zen4(plan));
-      const bool interleave_wins =
-          cores == runtime::core_kind::amd_zen4 && stages_interleave_where_avx2_wins_on_zen4(plan);
+      const bool amd_staging = takes_amd_staging_rules(cores);
+      const bool zen4_staging = takes_zen4_staging_rules(cores);
+      const bool segments_win =
+          (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
+          (amd_staging && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
+      const bool direct_wins = (amd_staging && stages_where_avx2_direct_wins_on_amd(plan)) ||
+                               (zen4_staging && stages_where_avx2_direct_wins_on_zen4(plan));
+      const bool interleave_wins = zen4_staging && stages_interleave_where_avx2_wins_on_zen4(plan);
       if (segments_win || direct_wins || interleave_wins) {
         permute_plan avx2_plan = plan_as_avx2();
         const bool segmented = avx2_plan.shuffle && avx2_plan.shuffle->segmented != nullptr;
