@@ -1315,10 +1315,18 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
 // each of the 25 such cells planned both ways in one process, the two plans alternating 11 times,
 // then again in the other order: 1.33x / 1.19x on one / two threads (median 0.28 -> 0.38 of memcpy
 // on one; the least 1.02x / 0.80x, s2d CRD b8 C4 of 4-byte elements on two), and the 6 at 256 MiB
-// 1.56x / 1.43x (the least 0.66x on two threads, CRD C64 of 4-byte elements). Intel's cores keep the
-// streamed plan (unmeasured).
+// 1.56x / 1.43x (the least 0.66x on two threads, CRD C64 of 4-byte elements). On an Intel Xeon with
+// AMX (family 6, 2 vCPUs) the same: the 26 cells of the 16 MiB grid, each planned both ways in one
+// process (bench/plan_ab, 7 alternations, both orders), 1.29x / 1.34x on one / two threads (the
+// least 1.02x / 0.95x; s2d channels-first K = 3 b8 of 2-byte elements 1.38x / 1.47x), the 3 at
+// 256 MiB 1.88x / 1.84x.
 bool assembles_streamed_deinterleave(const permute_plan& plan) {
   return plan.shuffle && plan.shuffle->repeat.assembled && !plan.shuffle->interleave && output_streams(plan);
+}
+
+// The cores that plan assembles_streamed_deinterleave's problems for the cache: AMD's and Intel's.
+bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
+  return takes_amd_rules(cores) || cores == runtime::core_kind::intel;
 }
 
 // AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
@@ -1567,7 +1575,8 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   struct cache_planning {
     ~cache_planning() { planning_for_the_cache = false; }
   } restore_streaming;
-  if (takes_amd_rules(runtime::planning_core_kind()) && assembles_streamed_deinterleave(plan)) {
+  if (plans_streamed_deinterleaves_for_the_cache(runtime::planning_core_kind()) &&
+      assembles_streamed_deinterleave(plan)) {
     planning_for_the_cache = true;
     plan = plan_permute_unsplit(axes, element_bytes);
   }
