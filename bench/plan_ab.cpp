@@ -8,6 +8,7 @@
 // leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
+//       [--plans-only]
 //       (--isa avx512vbmi avx2 | --threads-ab 1 2 | --env NAME VALUE_A VALUE_B)
 //
 // FILE lists case names as `regrid bench` prints them (s2d/NCHW/DCR/x8/b2/c3/16MiB), one per
@@ -36,7 +37,8 @@ struct options {
   std::int64_t size_kib = 0;
   int threads = 1;
   int repetitions = 11;
-  std::string mode;  // "isa", "threads", "env"
+  bool plans_only = false;  ///< name the two plans per case, untimed: which cases an A/B would change
+  std::string mode;         // "isa", "threads", "env"
   std::string variable;
   std::string value_a;
   std::string value_b;
@@ -45,6 +47,7 @@ struct options {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "regrid_plan_ab: %s\nusage: regrid_plan_ab --cases FILE --size-kib N [--threads N] [--repetitions N] "
+               "[--plans-only] "
                "(--isa A B | --threads-ab A B | --env NAME A B)\n",
                why);
   std::exit(2);
@@ -64,6 +67,8 @@ options parse(int argc, char** argv) {
       o.size_kib = std::atoll(next(i).c_str());
     } else if (arg == "--threads") {
       o.threads = std::atoi(next(i).c_str());
+    } else if (arg == "--plans-only") {
+      o.plans_only = true;
     } else if (arg == "--repetitions") {
       o.repetitions = std::atoi(next(i).c_str());
     } else if (arg == "--isa" || arg == "--threads-ab") {
@@ -141,6 +146,14 @@ int main(int argc, char** argv) {
     prepare(o.value_b);
     const regrid::space_depth_plan plan_b = c.plan();
     if (o.mode == "isa") regrid::set_max_isa(detected);
+    // The kernels name the plans; "same" where the two describe alike (the A/B then measures noise).
+    const std::string kernels =
+        plan_a.describe() == plan_b.describe() ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
+    if (o.plans_only) {
+      std::printf("%-40s %s\n", c.name().c_str(), kernels.c_str());
+      ++count;
+      continue;
+    }
     const auto bytes = static_cast<std::size_t>(c.bytes);
     std::vector<std::byte> src(bytes, std::byte{1});
     std::vector<std::byte> dst(bytes, std::byte{2});
@@ -168,15 +181,13 @@ int main(int argc, char** argv) {
     const double time_a = median(a);
     const double time_b = median(b);
     const double time_copy = median(copy);
-    // The kernels name the plans; "same" where the two describe alike (the A/B then measures noise).
-    const std::string kernels =
-        plan_a.describe() == plan_b.describe() ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
     std::printf("%.3f %-40s A %.3f ms (%.2f of memcpy)  B %.3f ms (%.2f)  %s\n", time_a / time_b, c.name().c_str(),
                 time_a * 1e3, time_copy / time_a, time_b * 1e3, time_copy / time_b, kernels.c_str());
     log_sum += std::log(time_a / time_b);
     ++count;
   }
   if (count == 0) usage("no case of the file is in the grid at that size");
+  if (o.plans_only) return 0;
   std::printf("geometric mean A / B: %.3f over %d cases\n", std::exp(log_sum / count), count);
   return 0;
 }
