@@ -1365,7 +1365,8 @@ TEST(PermutePlan, AmdAndIntelTakeTheAvx2SegmentsWhereTheirStagingLoses) {
           expect_matches_naive_on_one_and_two_threads(p.axes, amd, p.width, rng);
         } else if (cores != runtime::core_kind::intel) {
           // (Intel's own rule, stages_where_avx2_segments_win_on_intel, takes the segments of 8-way
-          // interleaves of 2-byte lanes whatever their pieces: see IntelTakesTheAvx2Plan...)
+          // interleaves of 2-byte lanes whatever their pieces: see
+          // IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose.)
           EXPECT_EQ(describe(amd), describe(common)) << to_string(cap);
         }
       }

@@ -1135,13 +1135,13 @@ bool takes_amd_staging_rules(runtime::core_kind cores) {
 // stages_interleave_where_avx2_wins_on_zen4): a Zen 4, and Intel's cores. The same A/B on the same
 // Xeon, one thread: staged shuffles of 2-4 ways that the AVX2 level runs unstaged, 54 / 52 cells at
 // 64 KiB / 1 MiB 1.33x / 1.20x (the least 0.92x), and staged interleaves of more than 4 ways, 23 /
-// 31 cells 1.18x / 1.08x (the least 0.89x). The three rules together, with grouped gathers
-// (groups_gather_chunks): the 95 staged cells they change at 64 KiB / 1 MiB 1.08x / 1.26x on two
-// threads, at 16 MiB 1.62x on one (95 cells) and 1.47x on two (110, the assembled de-interleaves
-// of plans_streamed_deinterleaves_for_the_cache among them) (3-way interleaves and de-interleaves of 1- and
-// 2-byte lanes and 2-way interleaves of bytes 1.6-1.7x; the least 0.66x, a 3-way de-interleave of
-// 4-byte lanes); at 256 MiB, where far_past_the_cache leaves the Zen 4 rules out, 5 cells 1.16x
-// (2-way interleaves of bytes 0.75x).
+// 31 cells 1.18x / 1.08x (the least 0.89x). These and the AMD staging rules together, planned with
+// grouped gathers (groups_gather_chunks): the 95 staged cells they change, 1.08x / 1.26x at
+// 64 KiB / 1 MiB on two threads; at 16 MiB 1.62x on one thread (3-way interleaves and
+// de-interleaves of 1- and 2-byte lanes and 2-way interleaves of bytes 1.6-1.7x; the least 0.66x,
+// a 3-way de-interleave of 4-byte lanes) and 1.47x on two (110 cells, the assembled de-interleaves
+// of plans_streamed_deinterleaves_for_the_cache among them); at 256 MiB, where far_past_the_cache
+// leaves the Zen 4 rules out, 5 cells 1.16x (2-way interleaves of bytes 0.75x).
 bool takes_zen4_staging_rules(runtime::core_kind cores) {
   return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
 }
