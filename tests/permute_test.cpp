@@ -1323,6 +1323,77 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// A packed transpose (packed_transpose's arguments) whose plans the per-core tests compare.
+struct transpose_problem {
+  std::vector<std::int64_t> shape;
+  std::vector<int> perm;
+  std::int64_t width;
+  std::vector<permute_axis> axes() const { return packed_transpose(shape, perm, width); }
+  std::size_t element_bytes() const { return static_cast<std::size_t>(width); }
+};
+
+// The problem's plan at the AVX2 level (described), and at `cap` by the common rules; planning
+// stays at `cap` for the common rules.
+std::pair<std::string, permute_plan> avx2_and_common_plans(const transpose_problem& p, isa cap) {
+  const auto axes = p.axes();
+  set_max_isa(isa::avx2);
+  std::string avx2 = describe(plan_permute(axes, p.element_bytes()));
+  set_max_isa(cap);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+  return {std::move(avx2), plan_permute(axes, p.element_bytes())};
+}
+
+// On Intel's cores the AVX-512 levels also take the AVX2 level's plan, whatever its form, for
+// staged 4-way interleaves of bytes (d2s channels-first K = 3 DCR b4 C1) and staged 8-way
+// de-interleaves of 1- and 2-byte lanes (s2d channels-first K = 3 CRD b8 C3 of about 1 MiB, where
+// VBMI does not gather) in the cache; the
+// common rules keep their own. Staged 4-way de-interleaves of bytes (s2d channels-first K = 3 DCR
+// b4 C1 at 1 MiB), unstaged 16-way interleaves of 4-byte lanes (s2d NHWC CRD b4 C16) and the 8-way
+// de-interleaves at a size whose output would stream (16 MiB, planned for the cache) keep theirs
+// on Intel too.
+TEST(PermutePlan, IntelTakesTheAvx2PlanForStagedByteInterleavesAndEightWayDeinterleaves) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(89);
+  const transpose_problem taken[] = {{{4, 4, 4, 10, 10, 10}, {3, 0, 4, 1, 5, 2}, 1},
+                                     {{3, 9, 8, 9, 8, 9, 8}, {0, 2, 4, 6, 1, 3, 5}, 1},
+                                     {{3, 7, 8, 7, 8, 7, 8}, {0, 2, 4, 6, 1, 3, 5}, 2}};
+  const transpose_problem kept[] = {{{25, 4, 25, 4, 25, 4}, {1, 3, 5, 0, 2, 4}, 1},
+                                    {{8, 4, 8, 4, 16}, {0, 2, 4, 1, 3}, 4}};
+  const auto sixteen_mib = packed_transpose({3, 22, 8, 22, 8, 22, 8}, {0, 2, 4, 6, 1, 3, 5}, 1);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    for (const transpose_problem& p : taken) {
+      const auto axes = p.axes();
+      const std::size_t width = p.element_bytes();
+      // By the common rules a staged shuffle, or a VBMI gather.
+      const auto [avx2, common] = avx2_and_common_plans(p, cap);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+      const permute_plan intel = plan_permute(axes, width);
+      EXPECT_EQ(describe(intel), avx2) << to_string(cap);
+      ASSERT_TRUE(intel.shuffle) << describe(intel);
+      EXPECT_EQ(intel.shuffle->level, isa::avx2) << describe(intel);
+      EXPECT_NE(describe(intel), describe(common)) << to_string(cap);
+      EXPECT_EQ(describe(plan_permute_cached(axes, width)), describe(intel)) << to_string(cap);
+      expect_matches_naive_on_one_and_two_threads(axes, intel, width, rng);
+    }
+    for (const transpose_problem& p : kept) {
+      const permute_plan common = avx2_and_common_plans(p, cap).second;
+      ASSERT_TRUE(common.shuffle) << describe(common);
+      EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+      EXPECT_EQ(describe(plan_permute(p.axes(), p.element_bytes())), describe(common)) << to_string(cap);
+    }
+    // (With VBMI Intel plans it for the cache, see
+    // AmdAndIntelPlanStreamedAssembledDeinterleavesForTheCache.)
+    const permute_plan large = plan_permute(sixteen_mib, 1);
+    ASSERT_TRUE(large.shuffle) << describe(large);
+    EXPECT_GE(large.shuffle->level, isa::avx512) << describe(large);
+    EXPECT_NE(describe(large).find(" staged by "), std::string::npos) << describe(large);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // On AMD's Zen 4 and Zen 5 (and Intel's cores) the AVX-512 levels take the AVX2 level's in-place
 // walk of segments where they would stage them through the L1 buffer, for the ways and lanes
 // stages_where_avx2_segments_win_on_amd lists and pieces of 8 bytes or more per way, and the AVX2
@@ -1496,26 +1567,17 @@ TEST(PermutePlan, Zen4AndIntelTakeTheAvx2DirectShuffleOverStagingOfUpToFourWays)
 TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(67);
-  struct problem {
-    std::vector<std::int64_t> shape;
-    std::vector<int> perm;
-    std::int64_t width;
-  };
-  const problem problems[] = {{{1, 8, 4096}, {0, 2, 1}, 1},
-                              {{4, 4, 4, 16, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2},
-                              {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2},
-                              {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4}};
+  const transpose_problem problems[] = {{{1, 8, 4096}, {0, 2, 1}, 1},
+                                        {{4, 4, 4, 16, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2},
+                                        {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2},
+                                        {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4}};
   const auto streamed = packed_transpose({1, 8, std::int64_t{32} << 20}, {0, 2, 1}, 1);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
-    for (const problem& p : problems) {
-      const auto axes = packed_transpose(p.shape, p.perm, p.width);
-      const auto width = static_cast<std::size_t>(p.width);
-      set_max_isa(isa::avx2);
-      const std::string avx2 = describe(plan_permute(axes, width));
-      set_max_isa(cap);
-      runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
-      const permute_plan common = plan_permute(axes, width);
+    for (const transpose_problem& p : problems) {
+      const auto axes = p.axes();
+      const std::size_t width = p.element_bytes();
+      const auto [avx2, common] = avx2_and_common_plans(p, cap);
       ASSERT_TRUE(common.shuffle) << describe(common);
       EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
       runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);

@@ -1329,9 +1329,10 @@ bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
   return takes_amd_rules(cores) || cores == runtime::core_kind::intel;
 }
 
-// AVX-512 interleaves that lose to the AVX2 level's plan for the same problem on Intel's cores,
-// in the cache: 3-way shuffles of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of both,
-// and 16-way ones of 1- and 2-byte lanes. Intel runs the 2-byte two-source permutes (vpermt2w) as
+// AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Intel's cores,
+// in the cache: interleaves of 3 ways of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of
+// both, 16-way ones of 1- and 2-byte lanes, and staged 4-way ones of bytes; staged 8-way
+// de-interleaves of 1- and 2-byte lanes. Intel runs the 2-byte two-source permutes (vpermt2w) as
 // three micro-ops, and the 8-byte ones lost too for reasons not established (no counters there).
 // Measured on an Emerald Rapids Xeon: the grid cells whose plan this changes (126 at 64 KiB and
 // 1 MiB; outputs that stream keep theirs), old and new binaries alternating per case, three rounds:
@@ -1339,7 +1340,21 @@ bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
 // 2 threads 1.12x / 1.29x; unstaged 3-way interleaves of 8-byte lanes at 1 MiB 1.41x (2 threads
 // 1.48x). The same A/B lost on 3-way interleaves of 4-byte lanes (0.91-0.97x) and staged ones of
 // 2-byte lanes (0.90-0.95x), 9- and 16-way ones of 4-byte lanes (0.68-0.96x) and 16-way ones of
-// 8-byte lanes (0.83-1.02x), which keep their AVX-512 plans.
+// 8-byte lanes (0.83-1.02x), which keep their AVX-512 plans. Staged 4-way interleaves of bytes and
+// staged 8-way de-interleaves of 1- and 2-byte lanes joined later, up to an output of 1.5 MiB
+// (max_avx2_over_staging_bytes_on_intel): on an Intel Xeon with AMX (family 6, 2 vCPUs), each grid
+// cell this changes planned both ways in one process (bench/plan_ab, 61 / 41 / 21 alternations at
+// 64 KiB / 256 KiB / 1 MiB, then the other order): 19 / 17 / 25 cells, 1.15x / 1.17x / 1.06x on one
+// thread, 1.09x / 1.09x / 1.08x on two; per family at 1 MiB 1.07x (interleaves of bytes), 1.08x /
+// 1.02x (de-interleaves of 1- / 2-byte lanes), the least 0.89x. At 2 MiB, the L2 cache per core,
+// they lost (22 cells, 0.95x / 0.93x), and at 4 MiB (0.94x / 0.95x). The A/B that found them
+// (loses_to_avx2_on_zen4 for Intel, 89 cells at 64 KiB, 1.001x) lost on staged 4-way
+// de-interleaves (0.89-0.92x on two threads at 64 KiB, 0.96x for 2-byte lanes at 1 MiB), unstaged
+// 4- and 8-way interleaves of bytes and 3-way ones of 4-byte lanes; 16-way interleaves of 4-byte
+// lanes won on this Xeon (1.25x / 1.06x at 64 KiB, 1.02x / 1.12x at 1 MiB) but lost on the Emerald
+// Rapids one (above), and keep theirs.
+constexpr std::int64_t max_avx2_over_staging_bytes_on_intel = std::int64_t{3} << 19;
+
 // The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing: the
 // shuffles the loses_to_avx2_on_* rules weigh (else null).
 const shuffle_tile* own_avx512_shuffle(const permute_plan& plan) {
@@ -1353,12 +1368,15 @@ const shuffle_tile* cached_avx512_shuffle(const permute_plan& plan) {
 }
 
 bool loses_to_avx2_on_intel(const permute_plan& plan) {
-  const shuffle_tile* const shuffle = cached_avx512_shuffle(plan);
-  if (shuffle == nullptr || !shuffle->interleave) return false;
-  const std::size_t ways = shuffle->offsets.size();
-  const bool staged = shuffle->segment_copy.copy != nullptr;
+  if (!plan.shuffle || plan.shuffle->transposes) return false;
+  const shuffle_tile& shuffle = *plan.shuffle;
+  const std::size_t ways = shuffle.offsets.size();
+  const bool staged = shuffle.segment_copy.copy != nullptr;
+  const bool staged_within_l2 = staged && plan.total_bytes <= max_avx2_over_staging_bytes_on_intel;
+  if (!shuffle.interleave) return staged_within_l2 && ways == 8 && plan.width <= 2;
+  if (cached_avx512_shuffle(plan) == nullptr) return false;
   switch (plan.width) {
-    case 1: return ways == 16;
+    case 1: return ways == 16 || (ways == 4 && staged_within_l2);
     case 2: return ways == 9 || ways == 16 || (ways == 3 && !staged);
     case 8: return ways == 3 || ways == 9;
     default: return false;
