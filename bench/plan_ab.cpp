@@ -2,13 +2,17 @@
 // planning rule. Each named case is planned twice, under two ISA caps, or with an environment
 // variable set to two values while planning (a temporary switch in the planner), or once and run
 // on two thread counts; then plan A, plan B and memcpy run in turn on the same buffers, and the
-// medians are compared. Whole-grid runs alternated between binaries drift with this machine's
+// medians are compared. The buffers start on cache lines, as the grid's do (`regrid bench`), the
+// output --dst-offset bytes past one (its --dst-offset): until this took them from std::vector,
+// outputs of 128 KiB and more started 16 bytes past a line (glibc's mmap'd blocks), where a
+// streamed 8-way de-interleave of s2d NCHW b8 C64 bytes at 256 MiB ran at 0.33 of memcpy, 0.80 on
+// a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries drift with this machine's
 // memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s on a 2-vCPU Zen 4); plans
 // alternated call by call do not. The plan timed second starts in the cache state the first one
 // leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
-//       [--plans-only]
+//       [--dst-offset 0] [--plans-only]
 //       (--isa avx512vbmi avx2 | --threads-ab 1 2 | --env NAME VALUE_A VALUE_B)
 //
 // FILE lists case names as `regrid bench` prints them (s2d/NCHW/DCR/x8/b2/c3/16MiB), one per
@@ -37,8 +41,9 @@ struct options {
   std::int64_t size_kib = 0;
   int threads = 1;
   int repetitions = 11;
-  bool plans_only = false;  ///< name the two plans per case, untimed: which cases an A/B would change
-  std::string mode;         // "isa", "threads", "env"
+  std::int64_t dst_offset = 0;  ///< bytes past a 64-byte boundary the output starts at
+  bool plans_only = false;      ///< name the two plans per case, untimed: which cases an A/B would change
+  std::string mode;             // "isa", "threads", "env"
   std::string variable;
   std::string value_a;
   std::string value_b;
@@ -47,7 +52,7 @@ struct options {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "regrid_plan_ab: %s\nusage: regrid_plan_ab --cases FILE --size-kib N [--threads N] [--repetitions N] "
-               "[--plans-only] "
+               "[--dst-offset N] [--plans-only] "
                "(--isa A B | --threads-ab A B | --env NAME A B)\n",
                why);
   std::exit(2);
@@ -67,6 +72,8 @@ options parse(int argc, char** argv) {
       o.size_kib = std::atoll(next(i).c_str());
     } else if (arg == "--threads") {
       o.threads = std::atoi(next(i).c_str());
+    } else if (arg == "--dst-offset") {
+      o.dst_offset = std::atoll(next(i).c_str());
     } else if (arg == "--plans-only") {
       o.plans_only = true;
     } else if (arg == "--repetitions") {
@@ -87,6 +94,7 @@ options parse(int argc, char** argv) {
   if (o.cases_file.empty() || o.size_kib <= 0 || o.mode.empty() || o.repetitions < 1 || o.threads < 1) {
     usage("--cases, --size-kib and one of --isa, --threads-ab, --env are required");
   }
+  if (o.dst_offset < 0 || o.dst_offset >= 64) usage("--dst-offset takes 0 to 63 bytes");
   return o;
 }
 
@@ -155,11 +163,15 @@ int main(int argc, char** argv) {
       continue;
     }
     const auto bytes = static_cast<std::size_t>(c.bytes);
-    std::vector<std::byte> src(bytes, std::byte{1});
-    std::vector<std::byte> dst(bytes, std::byte{2});
+    // regrid::tensor storage starts on a 64-byte boundary.
+    regrid::tensor src_storage(regrid::dtype::uint8, {static_cast<std::int64_t>(bytes)});
+    regrid::tensor dst_storage(regrid::dtype::uint8, {static_cast<std::int64_t>(bytes) + o.dst_offset});
+    std::memset(src_storage.data(), 1, bytes);
+    const std::byte* const src = src_storage.data();
+    std::byte* const dst = dst_storage.data() + o.dst_offset;
     for (int warm = 0; warm < 3; ++warm) {
-      plan_a.execute(src.data(), dst.data());
-      plan_b.execute(src.data(), dst.data());
+      plan_a.execute(src, dst);
+      plan_b.execute(src, dst);
     }
     std::vector<double> a;
     std::vector<double> b;
@@ -167,14 +179,14 @@ int main(int argc, char** argv) {
     for (int r = 0; r < o.repetitions; ++r) {
       before_run(o.value_a);
       auto start = std::chrono::steady_clock::now();
-      plan_a.execute(src.data(), dst.data());
+      plan_a.execute(src, dst);
       a.push_back(seconds_since(start));
       before_run(o.value_b);
       start = std::chrono::steady_clock::now();
-      plan_b.execute(src.data(), dst.data());
+      plan_b.execute(src, dst);
       b.push_back(seconds_since(start));
       start = std::chrono::steady_clock::now();
-      std::memcpy(dst.data(), src.data(), bytes);
+      std::memcpy(dst, src, bytes);
       copy.push_back(seconds_since(start));
     }
     if (o.mode == "threads") regrid::set_num_threads(o.threads);
