@@ -1343,16 +1343,16 @@ bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
 // 8-byte lanes (0.83-1.02x), which keep their AVX-512 plans. Staged 4-way interleaves of bytes and
 // staged 8-way de-interleaves of 1- and 2-byte lanes joined later, up to an output of 1.5 MiB
 // (max_avx2_over_staging_bytes_on_intel): on an Intel Xeon with AMX (family 6, 2 vCPUs), each grid
-// cell this changes planned both ways in one process (bench/plan_ab, 61 / 41 / 21 alternations at
-// 64 KiB / 256 KiB / 1 MiB, then the other order): 19 / 17 / 25 cells, 1.15x / 1.17x / 1.06x on one
-// thread, 1.09x / 1.09x / 1.08x on two; per family at 1 MiB 1.07x (interleaves of bytes), 1.08x /
-// 1.02x (de-interleaves of 1- / 2-byte lanes), the least 0.89x. At 2 MiB, the L2 cache per core,
-// they lost (22 cells, 0.95x / 0.93x), and at 4 MiB (0.94x / 0.95x). The A/B that found them
-// (loses_to_avx2_on_zen4 for Intel, 89 cells at 64 KiB, 1.001x) lost on staged 4-way
-// de-interleaves (0.89-0.92x on two threads at 64 KiB, 0.96x for 2-byte lanes at 1 MiB), unstaged
-// 4- and 8-way interleaves of bytes and 3-way ones of 4-byte lanes; 16-way interleaves of 4-byte
-// lanes won on this Xeon (1.25x / 1.06x at 64 KiB, 1.02x / 1.12x at 1 MiB) but lost on the Emerald
-// Rapids one (above), and keep theirs.
+// cell this changes planned both ways in one process (bench/plan_ab, buffers on cache lines, 61 /
+// 41 / 21 alternations at 64 KiB / 256 KiB / 1 MiB, then the other order): 19 / 17 / 25 cells,
+// 1.15x / 1.17x / 1.06x on one thread, 1.05x / 1.03x / 1.04x on two; per family at 1 MiB 1.08x
+// (interleaves of bytes), 1.08x / 1.03x (de-interleaves of 1- / 2-byte lanes), the least 0.89x. At
+// 2 MiB, the L2 cache per core, they lost (22 cells, 0.96x / 0.98x on one / two threads), and at
+// 4 MiB (0.93x / 0.95x). The A/B that found them (loses_to_avx2_on_zen4 for Intel, 89 cells at
+// 64 KiB, 1.001x) lost on staged 4-way de-interleaves (0.89-0.92x on two threads at 64 KiB, 0.96x
+// for 2-byte lanes at 1 MiB), unstaged 4- and 8-way interleaves of bytes and 3-way ones of 4-byte
+// lanes; 16-way interleaves of 4-byte lanes won on this Xeon (1.25x / 1.06x at 64 KiB, 1.02x /
+// 1.12x at 1 MiB) but lost on the Emerald Rapids one (above), and keep theirs.
 constexpr std::int64_t max_avx2_over_staging_bytes_on_intel = std::int64_t{3} << 19;
 
 // The plan's shuffle where it is one of the AVX-512 level's own, not block-transposing: the
