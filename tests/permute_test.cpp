@@ -1736,6 +1736,48 @@ TEST(PermutePlan, StagedDeinterleavesOfWholePositionsMatchOnEveryThreadCount) {
   expect_staged_plans_match_on_thread_counts(problems, false, rng);
 }
 
+// On Intel's cores streamed de-interleaves of 2-4 ways of 64 MiB or more prefetch their source
+// (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB.
+// 8-way ones do not, nor do smaller outputs (16 MiB), other cores or the common rules. The
+// kernels with the prefetch match the naive permute (a 16 MiB plan given it).
+TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(97);
+  const std::vector<int> s2d_nchw{1, 3, 0, 2};
+  const auto two_ways = packed_transpose({2048, 2, 2048, 2}, s2d_nchw, 4);
+  const auto four_ways = packed_transpose({1024, 4, 1024, 4}, s2d_nchw, 4);
+  const auto three_ways = packed_transpose({1366, 3, 1366, 3}, s2d_nchw, 4);
+  const auto eight_ways = packed_transpose({512, 8, 512, 8}, s2d_nchw, 4);
+  const auto sixteen_mib = packed_transpose({1024, 2, 1024, 2}, s2d_nchw, 4);
+  auto prefetch_of = [](const std::vector<permute_axis>& axes) {
+    const permute_plan plan = plan_permute(axes, 4);
+    EXPECT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.streams) << describe(plan);
+    return plan.shuffle ? plan.shuffle->repeat.source_prefetch_bytes : -1;
+  };
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+    EXPECT_EQ(prefetch_of(two_ways), 8192) << to_string(cap);
+    EXPECT_EQ(prefetch_of(four_ways), 8192) << to_string(cap);
+    EXPECT_EQ(prefetch_of(three_ways), 8192) << to_string(cap);
+    EXPECT_EQ(prefetch_of(eight_ways), 0) << to_string(cap);
+    EXPECT_EQ(prefetch_of(sixteen_mib), 0) << to_string(cap);
+    EXPECT_NE(describe(plan_permute(two_ways, 4)).find(" prefetching 8192 ahead"), std::string::npos);
+    for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4}) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      EXPECT_EQ(prefetch_of(two_ways), 0) << to_string(cap);
+    }
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+    permute_plan prefetching = plan_permute(sixteen_mib, 4);
+    ASSERT_TRUE(prefetching.shuffle) << describe(prefetching);
+    prefetching.shuffle->repeat.source_prefetch_bytes = 8192;
+    expect_matches_naive_on_one_and_two_threads(sixteen_mib, prefetching, 4, rng);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // s2d channels-first K = 3 DCR b8 C16 of 2-byte elements at 16 MiB, [16, 80, 80, 80] ->
 // [8192, 10, 10, 10]: an 8-way de-interleave of 20-byte way rows whose output streams, which
 // assembles its output vectors (assembles_shuffle) where the output streams, and is planned for

@@ -98,6 +98,9 @@ struct shuffle_repeat {
   /// The repeat's axes are walked in the source's order (the nearest-strided ones in the call),
   /// not the destination's (see source_order_repeat in permute.cpp).
   bool by_source = false;
+  /// A streamed de-interleave's vector steps prefetch the source this many bytes ahead into the
+  /// L2 cache (0: none; see prefetches_streamed_deinterleave_source in permute.cpp).
+  std::int64_t source_prefetch_bytes = 0;
   /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
   /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
   const std::byte* readable_end = nullptr;
