@@ -6,9 +6,9 @@
 // output --dst-offset bytes past one (its --dst-offset): until this took them from std::vector,
 // outputs of 128 KiB and more started 16 bytes past a line (glibc's mmap'd blocks), where a
 // streamed 8-way de-interleave of s2d NCHW b8 C64 bytes at 256 MiB ran at 0.33 of memcpy, 0.80 on
-// a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries drift with this machine's
-// memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s on a 2-vCPU Zen 4); plans
-// alternated call by call do not. The plan timed second starts in the cache state the first one
+// a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries drift with this
+// machine's memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s on a 2-vCPU
+// Zen 4); plans alternated call by call do not. The plan timed second starts in the cache state the first one
 // leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]

@@ -1346,11 +1346,10 @@ std::pair<std::string, permute_plan> avx2_and_common_plans(const transpose_probl
 // On Intel's cores the AVX-512 levels also take the AVX2 level's plan, whatever its form, for
 // staged 4-way interleaves of bytes (d2s channels-first K = 3 DCR b4 C1) and staged 8-way
 // de-interleaves of 1- and 2-byte lanes (s2d channels-first K = 3 CRD b8 C3 of about 1 MiB, where
-// VBMI does not gather) in the cache; the
-// common rules keep their own. Staged 4-way de-interleaves of bytes (s2d channels-first K = 3 DCR
-// b4 C1 at 1 MiB), unstaged 16-way interleaves of 4-byte lanes (s2d NHWC CRD b4 C16) and the 8-way
-// de-interleaves at a size whose output would stream (16 MiB, planned for the cache) keep theirs
-// on Intel too.
+// VBMI does not gather) up to 1.5 MiB; the common rules keep their own. Staged 4-way
+// de-interleaves of bytes (s2d channels-first K = 3 DCR b4 C1 at 1 MiB), unstaged 16-way
+// interleaves of 4-byte lanes (s2d NHWC CRD b4 C16) and the 8-way de-interleaves at 16 MiB keep
+// theirs on Intel too.
 TEST(PermutePlan, IntelTakesTheAvx2PlanForStagedByteInterleavesAndEightWayDeinterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(89);
