@@ -2579,14 +2579,15 @@ class PermuteGather : public testing::Test {
 // The plan against the element loop: source ending `gap` bytes before an inaccessible page,
 // destination misaligned by 0, 1 and 7 bytes with guard bytes after it, one and two threads; and
 // run as an output well past the cache would run it (its total_bytes raised to
-// streamed_gather_output_bytes: each strip prefetches the next one's source and is built in an L1
-// buffer, then streamed out, gather_rows::stream).
+// streamed_gather_output_bytes, and each strip prefetching the next one's lines: each strip is
+// built in an L1 buffer, then streamed out, gather_rows::stream).
 void expect_gather_matches(const permute_plan& plan, const std::vector<permute_axis>& axes, std::int64_t width,
                            std::int64_t bytes, std::mt19937_64& rng, std::size_t gap = 0) {
   guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
   const permute_plan streamed = [&] {
     permute_plan large = plan;
     large.total_bytes = std::max(plan.total_bytes, streamed_gather_output_bytes);
+    large.gather->prefetch_next_strip = true;
     return large;
   }();
   for (std::int64_t misalign : {0, 1, 7}) {
@@ -2854,9 +2855,13 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
 // two threads, its source ending right before an inaccessible page, its destination on a line and
 // 7 bytes past one.
 void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int64_t width, std::uint64_t seed) {
-  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-  ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
-  ASSERT_GE(plan.total_bytes, 12 * 1024 * 1024);
+  const permute_plan planned = plan_permute(axes, static_cast<std::size_t>(width));
+  ASSERT_TRUE(planned.gather.has_value()) << describe(planned);
+  ASSERT_GE(planned.total_bytes, 12 * 1024 * 1024);
+  EXPECT_FALSE(planned.gather->prefetch_next_strip) << describe(planned);  // in the cache
+  // Run as an output far past the cache runs (gathers_prefetch_next_strip), without allocating one.
+  permute_plan plan = planned;
+  plan.gather->prefetch_next_strip = true;
   std::mt19937_64 rng(seed);
   guarded_source src(static_cast<std::size_t>(plan.total_bytes), rng);
   std::vector<std::byte> expected(static_cast<std::size_t>(plan.total_bytes), std::byte{0x5A});
@@ -2875,12 +2880,25 @@ void expect_large_gather_matches(const std::vector<permute_axis>& axes, std::int
   expect_prefetches_cover_loads(*plan.gather->program);
 }
 
-// Outputs larger than the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
-// periods at every row's end) still matches the element loop, and the program's prefetch offsets
-// reach every source line any step loads.
+// Outputs far past the cache prefetch each next strip: the RGB pixel shuffle of 13 MB (partial
+// periods at every row's end) still matches the element loop so run, and the program's prefetch
+// offsets reach every source line any step loads.
 TEST_P(GatherAtIsa, LargeOutputsPrefetchEveryLineTheyRead) {
   expect_large_gather_matches(packed_transpose({1040, 1041, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1,
                               41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
+}
+
+// Gathers prefetch each next strip from 64 MiB on (gathers_prefetch_next_strip), not at 16 MiB,
+// where the source stays in the cache and the prefetches cost (planned only: nothing allocated).
+TEST_P(GatherAtIsa, PrefetchTheNextStripOnlyFarPastTheCache) {
+  for (std::int64_t height : {1040, 4160}) {  // d2s [height, 2082, 12] -> [2 * height, 4164, 3]
+    const permute_plan plan = plan_permute(packed_transpose({height, 2082, 3, 2, 2}, {0, 3, 1, 4, 2}, 1), 1);
+    ASSERT_TRUE(plan.gather.has_value()) << describe(plan);
+    const bool far = plan.total_bytes >= std::int64_t{64} << 20;
+    EXPECT_EQ(far, height == 4160) << plan.total_bytes;
+    EXPECT_EQ(plan.gather->prefetch_next_strip, far) << describe(plan);
+    EXPECT_EQ(describe(plan).find("prefetching the next strip") != std::string::npos, far) << describe(plan);
+  }
 }
 
 // A position whose rows hold under 2 KiB (depth_to_space of pixels into 2-4 short rows, NHWC CRD)

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/permute/permute.hpp"
+#include "kernels/prefetch.hpp"
 
 namespace regrid::kernels {
 
@@ -147,10 +148,10 @@ std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const
 /// may not point (a prefetch of such an address does nothing).
 inline void prefetch_period(const gather_program& program, std::uintptr_t source, std::uintptr_t destination) {
   for (std::int64_t offset : program.prefetch_offsets) {
-    __builtin_prefetch(reinterpret_cast<const char*>(source + static_cast<std::uintptr_t>(offset)), 0, 3);
+    prefetch_into_l1(source + static_cast<std::uintptr_t>(offset));
   }
   for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
-    __builtin_prefetch(reinterpret_cast<const char*>(destination + static_cast<std::uintptr_t>(offset)), 0, 3);
+    prefetch_into_l1(destination + static_cast<std::uintptr_t>(offset));
   }
 }
 

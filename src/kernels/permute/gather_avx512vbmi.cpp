@@ -276,14 +276,12 @@ void prefetch_strip(const gather_program& program, const gather_rows& rows, cons
         const std::int64_t source = g * groups.src_stride + r * rows.src_stride + p * program.period_src_bytes + ahead;
         if (source_left - source < program.reach) return;
         for (std::int64_t offset : program.prefetch_offsets) {
-          _mm_prefetch(reinterpret_cast<const char*>(source_start + static_cast<std::uintptr_t>(source + offset)),
-                       _MM_HINT_T0);
+          prefetch_into_l1(source_start + static_cast<std::uintptr_t>(source + offset));
         }
         if (!destination) continue;
         const std::int64_t to = g * groups.dst_stride + r * rows.dst_stride + p * program.period_dst_bytes + ahead_dst;
         for (std::int64_t offset = 0; offset < program.period_dst_bytes; offset += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(destination_start + static_cast<std::uintptr_t>(to + offset)),
-                       _MM_HINT_T0);
+          prefetch_into_l1(destination_start + static_cast<std::uintptr_t>(to + offset));
         }
       }
     }

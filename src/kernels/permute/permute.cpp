@@ -1595,6 +1595,16 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
 // ones, 83 cells, 1.07x / 1.08x (none consistently slower). 8-way ones went both ways (0.83-1.14x
 // on one thread), and staged ones do not use the loops that prefetch.
 constexpr std::int64_t streamed_deinterleave_prefetch_bytes = 8192;
+
+// Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
+// prefetchers do not follow; far past the cache each strip prefetches the next one's lines. Intel
+// Xeon with AMX (2 vCPUs), each grid cell planned as a gather, with and without the prefetch, in
+// one process (bench/plan_ab, both orders; speedup of the prefetch): AVX2 gathers (19 cells) 1.15x
+// at 64 MiB, 1.13x / 1.12x at 256 MiB on one / two threads; VBMI gathers (125-128 cells) 1.05x at
+// 64 MiB, 0.99x at 256 MiB on one and two threads. At 16 MiB, where the source stays in the cache,
+// the prefetches cost: 0.82x / 0.79x (VBMI / AVX2). Until now GCC had deleted them (see
+// kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
+bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
 bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->interleave || !plan.shuffle->repeat.streaming || !far_past_the_cache(plan) ||
       plan.shuffle->level < isa::avx512 || runtime::planning_core_kind() != runtime::core_kind::intel) {
@@ -1674,6 +1684,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (prefetches_streamed_deinterleave_source(plan)) {
     plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_prefetch_bytes;
   }
+  if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
 }
@@ -2296,10 +2307,6 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > split.item_bytes;
-    // Each chunk of a strip is built at all of its periods in turn, an order the hardware
-    // prefetchers do not follow: outside the cache the 77 gather cells of 16 MiB ran 1.12x faster
-    // with the next strip's lines prefetched; in cache (64 KiB, 1 MiB) the prefetches cost 0.76x.
-    const bool prefetch = output_streams(plan);
     // Periods of one chunk are written in order as they are built (see run_strip_streamed).
     const bool stream = gather_strips_stream(plan) && period > 64;
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
@@ -2329,7 +2336,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                                        .src_stride = tile.rows.src_stride,
                                        .dst_stride = tile.rows.dst_stride,
                                        .bytes = row_bytes,
-                                       .prefetch = prefetch,
+                                       .prefetch = tile.prefetch_next_strip,
                                        .stream = stream,
                                        .groups = 1,
                                        .group_src_stride = group_axis.src_stride,
@@ -2509,6 +2516,7 @@ std::string describe(const permute_plan& plan) {
                                             : std::string()) +
           (plan.gather->lined_programs.front()->chunk_groups.empty() ? "" : ", in groups of chunks") + ")";
     }
+    if (plan.gather->prefetch_next_strip) text += " prefetching the next strip";
   } else if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) +
             " run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size()) +

@@ -231,9 +231,9 @@ struct gather_rows {
   std::int64_t src_stride = 0;
   std::int64_t dst_stride = 0;
   std::int64_t bytes = 0;
-  /// The output is larger than the cache: each strip of rows prefetches the next one's lines.
+  /// Each strip of rows prefetches the next one's lines (gather_tile::prefetch_next_strip).
   bool prefetch = false;
-  /// ... and each strip is built in an L1 buffer and then written out with streaming stores (the
+  /// Each strip is built in an L1 buffer and then written out with streaming stores (the
   /// avx512vbmi gather; set for outputs of streamed_gather_output_bytes or more whose period spans
   /// more than one 64-byte chunk).
   bool stream = false;
@@ -282,6 +282,9 @@ struct gather_tile {
   permute_axis rows;             ///< the next axis out, walked inside a call (extent 1 if none)
   std::int64_t block_bytes = 0;  ///< D: the destination block the inner axes form
   std::int64_t source_span = 0;  ///< bytes from the source's first byte past its last
+  /// Each strip prefetches the next one's source lines (and its destination lines where the strip
+  /// is not streamed), an order the hardware prefetchers do not follow; set far past the cache.
+  bool prefetch_next_strip = false;
 };
 
 struct permute_plan {
