@@ -12,7 +12,7 @@
 // leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
-//       [--dst-offset 0] [--plans-only]
+//       [--dst-offset 0] [--plans-only | --describe]
 //       (--isa avx512vbmi avx2 | --threads-ab 1 2 | --env NAME VALUE_A VALUE_B)
 //
 // FILE lists case names as `regrid bench` prints them (s2d/NCHW/DCR/x8/b2/c3/16MiB), one per
@@ -43,6 +43,7 @@ struct options {
   int repetitions = 11;
   std::int64_t dst_offset = 0;  ///< bytes past a 64-byte boundary the output starts at
   bool plans_only = false;      ///< name the two plans per case, untimed: which cases an A/B would change
+  bool describe = false;        ///< --plans-only, each plan also described in full (plan.describe())
   std::string mode;             // "isa", "threads", "env"
   std::string variable;
   std::string value_a;
@@ -52,7 +53,7 @@ struct options {
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "regrid_plan_ab: %s\nusage: regrid_plan_ab --cases FILE --size-kib N [--threads N] [--repetitions N] "
-               "[--dst-offset N] [--plans-only] "
+               "[--dst-offset N] [--plans-only | --describe] "
                "(--isa A B | --threads-ab A B | --env NAME A B)\n",
                why);
   std::exit(2);
@@ -76,6 +77,9 @@ options parse(int argc, char** argv) {
       o.dst_offset = std::atoll(next(i).c_str());
     } else if (arg == "--plans-only") {
       o.plans_only = true;
+    } else if (arg == "--describe") {
+      o.plans_only = true;
+      o.describe = true;
     } else if (arg == "--repetitions") {
       o.repetitions = std::atoi(next(i).c_str());
     } else if (arg == "--isa" || arg == "--threads-ab") {
@@ -159,6 +163,10 @@ int main(int argc, char** argv) {
         plan_a.describe() == plan_b.describe() ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
     if (o.plans_only) {
       std::printf("%-40s %s\n", c.name().c_str(), kernels.c_str());
+      if (o.describe) {
+        std::printf("  A: %s\n", plan_a.describe().c_str());
+        if (plan_b.describe() != plan_a.describe()) std::printf("  B: %s\n", plan_b.describe().c_str());
+      }
       ++count;
       continue;
     }
