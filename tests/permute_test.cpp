@@ -1735,6 +1735,46 @@ TEST(PermutePlan, StagedDeinterleavesOfWholePositionsMatchOnEveryThreadCount) {
   expect_staged_plans_match_on_thread_counts(problems, false, rng);
 }
 
+// Streamed run copies walk their outer axes in the source's order (walks_outer_axes_in_source_order):
+// d2s channels-last K = 3 DCR b2 C64 of bytes (runs of 128 bytes), whose destination order reads
+// half of each source row per pass, at 13.8 MB; the same at 4.1 MB (in the cache) keeps the
+// destination's order, as does s2d channels-last K = 3 DCR b8 C1 of bytes at 272 MB (planned
+// only), whose innermost outer step writes the next line. The streamed plan matches the naive permute.
+TEST(PermutePlan, StreamedRunCopiesWalkTheirOuterAxesInSourceOrder) {
+  std::mt19937_64 rng(101);
+  auto ordered_by = [](const permute_plan& plan, auto stride) {
+    for (std::size_t i = 1; i < plan.outer.size(); ++i) {
+      if (std::abs(stride(plan.outer[i - 1])) < std::abs(stride(plan.outer[i]))) return false;
+    }
+    return true;
+  };
+  auto src_stride = [](const permute_axis& axis) { return axis.src_stride; };
+  auto dst_stride = [](const permute_axis& axis) { return axis.dst_stride; };
+  auto d2s = [](std::int64_t side) {  // [side, side, side, 2 * 2 * 2 * 64] -> [2 side, 2 side, 2 side, 64]
+    return packed_transpose({side, side, side, 2, 2, 2, 64}, {0, 3, 1, 4, 2, 5, 6}, 1);
+  };
+  const auto streamed_axes = d2s(30);
+  const permute_plan streamed = plan_permute(streamed_axes, 1);
+  ASSERT_TRUE(streamed.streams && !streamed.shuffle && !streamed.gather) << describe(streamed);
+  ASSERT_GE(streamed.outer.size(), 2U) << describe(streamed);
+  EXPECT_TRUE(ordered_by(streamed, src_stride)) << describe(streamed);
+  EXPECT_FALSE(ordered_by(streamed, dst_stride)) << describe(streamed);
+  const permute_plan cached = plan_permute(d2s(20), 1);
+  ASSERT_TRUE(!cached.streams && !cached.shuffle && !cached.gather) << describe(cached);
+  EXPECT_TRUE(ordered_by(cached, dst_stride)) << describe(cached);
+  EXPECT_FALSE(ordered_by(cached, src_stride)) << describe(cached);
+  expect_matches_naive_on_one_and_two_threads(streamed_axes, streamed, 1, rng);
+  if (detected_isa() < isa::avx512) return;  // the s2d case is a transpose tile from AVX-512 on
+  set_max_isa(isa::avx512);
+  const permute_plan lines = plan_permute(packed_transpose({81, 8, 81, 8, 81, 8}, {0, 2, 4, 1, 3, 5}, 1), 1);
+  set_max_isa(isa::avx512vbmi);
+  ASSERT_TRUE(lines.streams && !lines.shuffle && !lines.gather) << describe(lines);
+  EXPECT_TRUE(std::any_of(lines.outer.begin(), lines.outer.end(), [](const permute_axis& axis) {
+    return std::abs(axis.dst_stride) < 4096;
+  })) << describe(lines);
+  EXPECT_TRUE(ordered_by(lines, dst_stride)) << describe(lines);
+}
+
 // On Intel's cores streamed de-interleaves of 2-4 ways of 64 MiB or more prefetch their source
 // (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB.
 // 8-way ones do not, nor do smaller outputs (16 MiB), other cores or the common rules. The
