@@ -1739,8 +1739,9 @@ TEST(PermutePlan, StagedDeinterleavesOfWholePositionsMatchOnEveryThreadCount) {
 // d2s channels-last K = 3 DCR b2 C64 of bytes (runs of 128 bytes), whose destination order reads
 // half of each source row per pass, at 13.8 MB; the same at 4.1 MB (in the cache) keeps the
 // destination's order, as does s2d channels-last K = 3 DCR b8 C1 of bytes at 272 MB (planned
-// only), whose innermost outer step writes the next line. The streamed plan matches the naive permute.
-TEST(PermutePlan, StreamedRunCopiesWalkTheirOuterAxesInSourceOrder) {
+// only), whose innermost outer step writes the next line; so do gathers (d2s channels-last K = 3
+// CRD). The streamed plans match the naive permute.
+TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
   std::mt19937_64 rng(101);
   auto ordered_by = [](const permute_plan& plan, auto stride) {
     for (std::size_t i = 1; i < plan.outer.size(); ++i) {
@@ -1764,6 +1765,17 @@ TEST(PermutePlan, StreamedRunCopiesWalkTheirOuterAxesInSourceOrder) {
   EXPECT_TRUE(ordered_by(cached, dst_stride)) << describe(cached);
   EXPECT_FALSE(ordered_by(cached, src_stride)) << describe(cached);
   expect_matches_naive_on_one_and_two_threads(streamed_axes, streamed, 1, rng);
+  if (detected_isa() >= isa::avx512vbmi) {
+    // And gathers: d2s channels-last K = 3 CRD b2 C4 of 8-byte elements, 16.4 MB.
+    set_max_isa(isa::avx512vbmi);
+    const auto gathered_axes = packed_transpose({40, 40, 40, 4, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 8);
+    const permute_plan gathered = plan_permute(gathered_axes, 8);
+    ASSERT_TRUE(gathered.streams && gathered.gather) << describe(gathered);
+    ASSERT_GE(gathered.outer.size(), 2U) << describe(gathered);
+    EXPECT_TRUE(ordered_by(gathered, src_stride)) << describe(gathered);
+    EXPECT_FALSE(ordered_by(gathered, dst_stride)) << describe(gathered);
+    expect_matches_naive_on_one_and_two_threads(gathered_axes, gathered, 8, rng);
+  }
   if (detected_isa() < isa::avx512) return;  // the s2d case is a transpose tile from AVX-512 on
   set_max_isa(isa::avx512);
   const permute_plan lines = plan_permute(packed_transpose({81, 8, 81, 8, 81, 8}, {0, 2, 4, 1, 3, 5}, 1), 1);

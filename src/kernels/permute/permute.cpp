@@ -1171,6 +1171,35 @@ bool loses_to_run_copies_on_zen4(const permute_plan& plan, const gather_tile& ga
          gather.program->steps_per_chunk() > max_steps && gather.lined_programs.empty();
 }
 
+// Where a run-copy tile's or a gather's output streams, its outer axes are walked in the source's
+// order rather than the destination's, provided every outer step writes at least a page away:
+// d2s channels-last K = 3 (and NHWC CRD of 8-byte elements) read part of each source row per
+// call, and in the destination's order came back for the rest only after a slab of megabytes,
+// from memory again. Intel Xeon with AMX (2 vCPUs), each grid cell this changes planned both ways
+// in one process (bench/plan_ab, both orders; 3-5 alternations): run copies at 256 MiB, 71 cells,
+// 1.23x / 1.28x on one / two threads (1.01-1.75x; copy_runs_streaming 1.20x, the joined runs
+// 1.33x, d2s channels-last K = 3 DCR b2 C64 of bytes 0.51 -> 0.65 of memcpy), at 16 MiB, 56 cells,
+// 1.06x / 1.06x (0.97-1.55x); VBMI gathers (d2s channels-last K = 3 CRD) at 256 MiB, 11 cells,
+// 1.11x / 1.12x (0.97-1.23x), at 16 MiB, 3 cells, 1.09x; the one AVX2 gather at 256 MiB 1.15x.
+// The limit: s2d tiles whose innermost outer step writes the next line (a 64-byte destination
+// stride) lost 0.52-0.75x so walked, writing each line in pieces far apart in time.
+constexpr std::int64_t min_source_order_outer_dst_stride = 4096;
+bool walks_outer_axes_in_source_order(const permute_plan& plan) {
+  return output_streams(plan) && std::all_of(plan.outer.begin(), plan.outer.end(), [](const permute_axis& axis) {
+           return magnitude(axis.dst_stride) >= min_source_order_outer_dst_stride;
+         });
+}
+
+// Outermost = largest source stride (a stable insertion sort, as plan_permute's).
+void order_by_source_stride(axis_list& axes) {
+  for (std::size_t i = 1; i < axes.size(); ++i) {
+    const permute_axis axis = axes[i];
+    std::size_t j = i;
+    for (; j > 0 && magnitude(axes[j - 1].src_stride) < magnitude(axis.src_stride); --j) axes[j] = axes[j - 1];
+    axes[j] = axis;
+  }
+}
+
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
 // VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
@@ -1257,6 +1286,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   plan.total_bytes = total_bytes;
   plan.streams = streams;
   plan.gather = std::move(tile);
+  if (walks_outer_axes_in_source_order(plan)) order_by_source_stride(plan.outer);
 }
 
 // Output rows at least this long let run copies of short runs walk the source in order (see
@@ -1270,33 +1300,6 @@ constexpr std::int64_t min_source_order_output_row_bytes = 8192;
 std::int64_t concurrent_streams(const permute_axis& inner, std::int64_t width) {
   auto side = [&](std::int64_t inner_stride) { return magnitude(inner_stride) == width ? 1 : inner.extent; };
   return std::max(side(inner.src_stride), side(inner.dst_stride));
-}
-
-// Where a run-copy tile's output streams, its outer axes are walked in the source's order rather
-// than the destination's, provided every outer step writes at least a page away: d2s
-// channels-last K = 3 (and NHWC CRD of 8-byte elements) read part of each source row per tile, and
-// in the destination's order came back for the rest only after a slab of megabytes, from memory
-// again. Intel Xeon with AMX (2 vCPUs), each grid cell this changes planned both ways in one
-// process (bench/plan_ab, both orders; 3-5 alternations): 256 MiB, 71 cells, 1.23x / 1.28x on one /
-// two threads (1.01-1.75x; copy_runs_streaming 1.20x, the joined runs 1.33x, d2s channels-last K = 3
-// DCR b2 C64 of bytes 0.51 -> 0.65 of memcpy); 16 MiB, 56 cells, 1.06x / 1.06x (0.97-1.55x). The
-// limit: s2d tiles whose innermost outer step writes the next line (a 64-byte destination stride)
-// lost 0.52-0.75x so walked, writing each line in pieces far apart in time.
-constexpr std::int64_t min_source_order_outer_dst_stride = 4096;
-bool walks_outer_axes_in_source_order(const permute_plan& plan) {
-  return output_streams(plan) && std::all_of(plan.outer.begin(), plan.outer.end(), [](const permute_axis& axis) {
-           return magnitude(axis.dst_stride) >= min_source_order_outer_dst_stride;
-         });
-}
-
-// Outermost = largest source stride (a stable insertion sort, as plan_permute's).
-void order_by_source_stride(axis_list& axes) {
-  for (std::size_t i = 1; i < axes.size(); ++i) {
-    const permute_axis axis = axes[i];
-    std::size_t j = i;
-    for (; j > 0 && magnitude(axes[j - 1].src_stride) < magnitude(axis.src_stride); --j) axes[j] = axes[j - 1];
-    axes[j] = axis;
-  }
 }
 
 }  // namespace
