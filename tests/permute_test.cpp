@@ -2982,6 +2982,35 @@ TEST_P(GatherAtIsa, GroupedShortRowsMatchNaiveCopy) {
                               43);  // d2s [6200, 170, 12]
 }
 
+// Gathers whose rows read the same source lines (gather_rows_share_source) take every row over a
+// stretch of periods per call and strip across the rows (gather_rows::across): d2s NHWC CRD b2-b4
+// of 3-4 channels, W 300 and 301, rows of 3.6-38 KiB whose blocks of rows outgrow a work item, every element
+// width, gathers forced; destination misaligned and guarded, source ending right before an
+// inaccessible page, one and two threads, as planned and streamed, against the element loop.
+TEST_P(GatherAtIsa, RowsSharingTheirSourceGoAcrossRows) {
+  std::mt19937_64 rng(59);
+  force_gather_for_testing(gather_forcing::any);
+  int across = 0;
+  for (std::int64_t b : {2, 3, 4}) {
+    for (std::int64_t channels : {3, 4}) {
+      for (std::int64_t width : {1, 2, 4, 8}) {
+        for (std::int64_t w : {300, 301}) {  // 301: rows end in part of a period
+          const auto axes = packed_transpose({3, w, channels, b, b}, {0, 3, 1, 4, 2}, width);
+          const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+          if (!plan.gather) continue;
+          EXPECT_TRUE(plan.gather->rows_share_source) << describe(plan);
+          if (b * w * b * channels * width <= 64 * 1024) continue;  // every row in one call anyway
+          ++across;
+          EXPECT_NE(describe(plan).find(" across rows"), std::string::npos) << describe(plan);
+          ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, 3 * w * channels * b * b * width, rng))
+              << "b=" << b << " C=" << channels << " width=" << width << " W=" << w;
+        }
+      }
+    }
+  }
+  EXPECT_GE(across, 8);
+}
+
 // Single-block gathers, where no stream continues a destination block within a period of 2 KiB:
 // depth_to_space of 3-byte pixels into rows of 1023 bytes (NHWC b3 C1), and tiny 3-D tensors
 // whose channels are whole blocks (channels-first CRD b3, 3 x 3 x 3 and 5 x 5 x 5 per channel,

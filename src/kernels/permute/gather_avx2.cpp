@@ -233,6 +233,21 @@ void gather_rows_avx2(const gather_program& program, const gather_rows& rows, co
              program.period_src_bytes,
              period_dst};
   const std::int64_t group_bytes = rows.count * rows.bytes;
+  if (rows.across && rows.count > 1) {
+    // Rows that read the same source lines: strips of periods across every row (see
+    // gather_rows_share_source), each source line from memory once.
+    // One group (run_permute never groups such rows). A call's stretch may hold nothing but the
+    // part-period ending the rows: one strip of tails.
+    const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / (period_dst * rows.count));
+    do {
+      part.end_period = std::min(whole, part.first_period + per_strip);
+      part.tail_bytes = part.end_period == whole ? tail : 0;
+      if (rows.prefetch) prefetch_next(program, part, src_end, per_strip * part.period_src, per_strip * period_dst);
+      run_strip(program, part, src_end);
+      part.first_period = part.end_period;
+    } while (part.first_period < whole);
+    return;
+  }
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long row
     // has whole periods and its tail goes with the last strip).

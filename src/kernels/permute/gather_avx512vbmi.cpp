@@ -527,6 +527,22 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
   const std::int64_t period_dst = program.period_dst_bytes;
   const auto [whole, tail] = periods_of(program, rows.bytes);
   const no_groups one;
+  if (rows.across && rows.count > 1) {
+    // Rows that read the same source lines: strips of periods across every row (see
+    // gather_rows_share_source), each source line from memory once.
+    // A call's stretch may hold nothing but the part-period ending the rows: one strip of tails.
+    const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / (period_dst * rows.count));
+    std::int64_t p = 0;
+    do {
+      const std::int64_t end = std::min(whole, p + per_strip);
+      const strip part{src, dst, rows.count, p, end, end == whole ? tail : 0};
+      if (rows.prefetch)
+        prefetch_strip(program, rows, part, one, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
+      write_strip(program, rows, part, one, src_end);
+      p = end;
+    } while (p < whole);
+    return;
+  }
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
     // row has whole periods and its tail goes with the last strip).

@@ -233,6 +233,9 @@ struct gather_rows {
   std::int64_t bytes = 0;
   /// Each strip of rows prefetches the next one's lines (gather_tile::prefetch_next_strip).
   bool prefetch = false;
+  /// Long rows go in strips of periods across every row (gather_tile::rows_share_source) rather
+  /// than of one row.
+  bool across = false;
   /// Each strip is built in an L1 buffer and then written out with streaming stores (the
   /// avx512vbmi gather; set for outputs of streamed_gather_output_bytes or more whose period spans
   /// more than one 64-byte chunk).
@@ -285,6 +288,9 @@ struct gather_tile {
   /// Each strip prefetches the next one's source lines (and its destination lines where the strip
   /// is not streamed), an order the hardware prefetchers do not follow; set far past the cache.
   bool prefetch_next_strip = false;
+  /// The rows read the same source lines (the rows axis steps less than a period's source), so
+  /// that calls take every row for a stretch of periods, and strips every row (gather_rows::across).
+  bool rows_share_source = false;
 };
 
 struct permute_plan {
