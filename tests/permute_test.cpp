@@ -3011,6 +3011,27 @@ TEST_P(GatherAtIsa, RowsSharingTheirSourceGoAcrossRows) {
   EXPECT_GE(across, 8);
 }
 
+// Gathers of one 64-byte chunk per period (d2s NHWC CRD b4 C4 and b2 C8 of 4-byte elements) run as
+// outputs well past the cache run them: rows of 2.4 KiB written in place, rows of 38 KiB built in
+// the L1 buffer and streamed (gather_streams_strips); destination misaligned and guarded, one and
+// two threads, against the element loop.
+TEST_P(GatherAtIsa, OneChunkPeriodsOfLongRowsStreamThroughTheBuffer) {
+  std::mt19937_64 rng(61);
+  force_gather_for_testing(gather_forcing::any);
+  int one_chunk = 0;
+  for (std::int64_t w : {38, 600}) {
+    for (auto [b, channels] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {2, 8}}) {
+      const auto axes = packed_transpose({3, w, channels, b, b}, {0, 3, 1, 4, 2}, 4);
+      const permute_plan plan = plan_permute(axes, 4);
+      if (!plan.gather || plan.gather->program->period_dst_bytes != 64) continue;
+      ++one_chunk;
+      ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, 4, 3 * w * channels * b * b * 4, rng))
+          << "b=" << b << " C=" << channels << " W=" << w;
+    }
+  }
+  EXPECT_GE(one_chunk, GetParam() == isa::avx512vbmi ? 4 : 0);
+}
+
 // Single-block gathers, where no stream continues a destination block within a period of 2 KiB:
 // depth_to_space of 3-byte pixels into rows of 1023 bytes (NHWC b3 C1), and tiny 3-D tensors
 // whose channels are whole blocks (channels-first CRD b3, 3 x 3 x 3 and 5 x 5 x 5 per channel,

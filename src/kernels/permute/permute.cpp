@@ -230,6 +230,18 @@ bool gather_strips_stream(const permute_plan& plan) {
   return output_streams(plan) && plan.total_bytes >= streamed_gather_output_bytes_on(runtime::planning_core_kind());
 }
 
+// Gathers of one 64-byte chunk per period write each strip in place in order. Outputs well past
+// the cache still stream them through the L1 buffer where rows are long enough: at 256 MiB, one
+// thread, with and without, the 23 such grid cells on an Intel Xeon with AMX (2 vCPUs; bench/plan_ab,
+// both orders): rows of 10-64 KiB (d2s and s2d NHWC CRD, s2d channels-last K = 3 CRD) 1.07-1.22x,
+// rows of 1.6 and 4 KiB (d2s channels-last K = 3 CRD) 0.64-0.78x, 6.5 KiB even; on two threads
+// the 16 cells of long rows 1.08-1.24x. (A Zen 5 had measured 0.96x for them all, rows not told
+// apart.)
+constexpr std::int64_t min_streamed_one_chunk_row_bytes = 8192;
+bool gather_streams_strips(const permute_plan& plan, std::int64_t period, std::int64_t row_bytes) {
+  return gather_strips_stream(plan) && (period > 64 || (period == 64 && row_bytes >= min_streamed_one_chunk_row_bytes));
+}
+
 // Whether a tile reads its source a line after another in stretches: one of its axes steps by a
 // line, and its lines reach the tile's next longer source stride (or there is none), leaving no
 // gap within the stretch for another call to read.
@@ -2353,8 +2365,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > split.item_bytes;
-    // Periods of one chunk are written in order as they are built (see run_strip_streamed).
-    const bool stream = gather_strips_stream(plan) && period > 64;
+    const bool stream = gather_streams_strips(plan, period, row_bytes);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
