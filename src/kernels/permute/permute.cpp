@@ -1202,14 +1202,20 @@ bool walks_outer_axes_in_source_order(const permute_plan& plan) {
          });
 }
 
-// Outermost = largest source stride (a stable insertion sort, as plan_permute's).
-void order_by_source_stride(axis_list& axes) {
+// Outermost = largest magnitude of stride(axis), ties in their order. A stable insertion sort: a
+// handful of axes, and std::stable_sort allocates a buffer.
+template <class Stride>
+void order_outermost_first(axis_list& axes, Stride stride) {
   for (std::size_t i = 1; i < axes.size(); ++i) {
     const permute_axis axis = axes[i];
     std::size_t j = i;
-    for (; j > 0 && magnitude(axes[j - 1].src_stride) < magnitude(axis.src_stride); --j) axes[j] = axes[j - 1];
+    for (; j > 0 && magnitude(stride(axes[j - 1])) < magnitude(stride(axis)); --j) axes[j] = axes[j - 1];
     axes[j] = axis;
   }
+}
+
+void order_by_source_stride(axis_list& axes) {
+  order_outermost_first(axes, [](const permute_axis& axis) { return axis.src_stride; });
 }
 
 // A gather whose rows read the same source lines (d2s NHWC CRD: each output row of a block row
@@ -1762,13 +1768,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   plan.streams = plan.total_bytes >= static_cast<std::int64_t>(streaming_output_bytes) && !planning_for_the_cache;
 
   // Innermost = smallest destination stride, so the output is written in order.
-  // (A stable insertion sort: a handful of axes, and std::stable_sort allocates a buffer.)
-  for (std::size_t i = 1; i < kept.size(); ++i) {
-    const permute_axis axis = kept[i];
-    std::size_t j = i;
-    for (; j > 0 && magnitude(kept[j - 1].dst_stride) < magnitude(axis.dst_stride); --j) kept[j] = kept[j - 1];
-    kept[j] = axis;
-  }
+  order_outermost_first(kept, [](const permute_axis& axis) { return axis.dst_stride; });
 
   axis_list fused;
   for (const auto& axis : kept) {
