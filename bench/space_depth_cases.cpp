@@ -285,4 +285,36 @@ timing measure(const space_depth_case& c, int threads, int repetitions, std::int
   return {median(op_times), median(copy_times), median(vector_copy_times)};
 }
 
+double pool_handoff_seconds(int threads, double part_seconds) {
+  if (threads <= 1) return 0;
+  using clock = std::chrono::steady_clock;
+  const auto part_duration = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(part_seconds));
+  auto job = [&] {
+    runtime::run_parts(threads, [&](int) {
+      const auto end = clock::now() + part_duration;
+      while (clock::now() < end) {
+      }
+    });
+  };
+  const int saved = num_threads();
+  set_num_threads(threads);
+  // Back to back first, as the grid's warm-up does, so that the workers are awake and polling.
+  const auto warm_start = clock::now();
+  do {
+    job();
+  } while (std::chrono::duration<double>(clock::now() - warm_start).count() < warm_up_seconds);
+  constexpr int samples = 21;
+  constexpr int jobs_per_sample = 100;
+  std::vector<double> costs;
+  for (int s = 0; s < samples; ++s) {
+    const auto start = clock::now();
+    for (int j = 0; j < jobs_per_sample; ++j) job();
+    const double per_job = std::chrono::duration<double>(clock::now() - start).count() / jobs_per_sample;
+    costs.push_back(per_job - part_seconds);
+  }
+  set_num_threads(saved);
+  std::nth_element(costs.begin(), costs.begin() + samples / 2, costs.end());
+  return std::max(0.0, costs[samples / 2]);
+}
+
 }  // namespace regrid::bench

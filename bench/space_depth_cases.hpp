@@ -93,4 +93,12 @@ inline constexpr double warm_up_seconds = 0.002;
 timing measure(const space_depth_case& c, int threads, int repetitions, std::int64_t dst_offset_bytes = 0,
                bool with_vector_copy = false);
 
+/// What sharing one call among `threads` threads of the pool costs beyond its work: the median
+/// time a job of `threads` parts, each busy for `part_seconds`, takes beyond `part_seconds`, jobs
+/// back to back (workers polling, as in the grid's samples). It is the start of the late parts
+/// plus the caller's wait to hear they ended: two trips of cache lines between cores per worker.
+/// A call whose work takes t on one thread then takes at least t / threads + the cost on
+/// `threads`, which bounds its scaling; 0 for one thread.
+double pool_handoff_seconds(int threads, double part_seconds = 2e-6);
+
 }  // namespace regrid::bench

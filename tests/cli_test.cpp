@@ -379,7 +379,7 @@ TEST_F(Cli, BenchReportsTheTargetsAgainstWhatItMeasured) {
     EXPECT_EQ(one[7], ratio >= 0.6 ? "yes" : "no") << bench.out;
   }
   const std::vector<std::string> scaled = report_line("\nscaling: op throughput", 2);
-  ASSERT_GE(scaled.size(), 8U) << bench.out;  // cases min median "median" ">=" 1.60 "(in cache)" met
+  ASSERT_GE(scaled.size(), 9U) << bench.out;  // cases min median bound "median" ">=" 1.60 "(in cache)" met
   // The rates are printed to two places: at the 1 to 3 GB/s of a sanitizer build each carries up
   // to half a percent of rounding into their quotient, besides the quotient's own rounding.
   const double one_thread_rate = rate_and_ratio[1].first;
@@ -388,10 +388,23 @@ TEST_F(Cli, BenchReportsTheTargetsAgainstWhatItMeasured) {
   const double rates_rounding = expected_scaling * (0.005 / one_thread_rate + 0.005 / two_thread_rate);
   EXPECT_EQ(scaled[0], "1");
   EXPECT_NEAR(std::stod(scaled[2]), expected_scaling, 0.006 + rates_rounding) << bench.out;
-  EXPECT_EQ(scaled[3] + " " + scaled[4] + " " + scaled[5], "median >= 1.60") << bench.out;
+  EXPECT_EQ(scaled[4] + " " + scaled[5] + " " + scaled[6], "median >= 1.60") << bench.out;
   if (clear_of(std::stod(scaled[2]), 1.6)) {
     EXPECT_EQ(scaled.back(), std::stod(scaled[2]) >= 1.6 ? "yes" : "no") << bench.out;
   }
+  // The bound is what the measured hand-off allows the cell: its one-thread time t (the bytes read
+  // and written over its one-thread rate) over t / 2 + the hand-off.
+  const std::string handoff_text = "\nhand-off: a call shared by 2 threads took ";
+  const std::size_t handoff_at = bench.out.find(handoff_text);
+  ASSERT_NE(handoff_at, std::string::npos) << bench.out;
+  const double handoff_us = std::stod(bench.out.substr(handoff_at + handoff_text.size()));
+  EXPECT_GT(handoff_us, 0.0) << bench.out;
+  const double one_thread_us = 2.0 * 65536 / (one_thread_rate * 1e9) * 1e6;
+  const double bound = one_thread_us / (one_thread_us / 2 + handoff_us);
+  // Rounding: the rate's (relative 0.005 / rate), the hand-off's (0.005 us), the bound's own.
+  const double bound_rounding = bound * (0.005 / one_thread_rate + 0.005 / handoff_us) + 0.006;
+  EXPECT_NEAR(std::stod(scaled[3]), bound, bound_rounding) << bench.out;
+  EXPECT_LE(std::stod(scaled[3]), 2.0 + 0.005) << bench.out;
 }
 
 // The bench's vector copy copies exactly the bytes asked for, under every ISA cap the host

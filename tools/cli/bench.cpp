@@ -34,6 +34,9 @@ constexpr std::int64_t beyond_cache_bytes = std::int64_t{256} << 20;
 constexpr double near_memcpy_ratio = 0.9;
 // The largest tensor --sizes-kib takes (4 GiB: input, output and their copies must fit in memory).
 constexpr std::int64_t max_size_kib = std::int64_t{4} << 20;
+// How long each part of the hand-off measurement's jobs keeps its thread busy: about one part of a
+// 64 KiB cell's call on two threads.
+constexpr double handoff_part_seconds = 2e-6;
 
 struct cell_result {
   std::string name;
@@ -42,6 +45,7 @@ struct cell_result {
   int threads = 1;
   double ratio = 0;
   double op_rate = 0;  // GB/s
+  double op_seconds = 0;
 };
 
 // min and median (the upper one) of `values`, sorted here.
@@ -50,12 +54,14 @@ std::pair<double, double> min_and_median(std::vector<double>& values) {
   return {values.front(), values[values.size() / 2]};
 }
 
-void print_targets(const std::vector<cell_result>& cells) {
+// `handoff_seconds`: per thread count above one, what sharing a call costs beyond its work
+// (bench::pool_handoff_seconds), which bounds each cell's scaling.
+void print_targets(const std::vector<cell_result>& cells, const std::map<int, double>& handoff_seconds) {
   std::map<std::tuple<int, std::int64_t>, std::vector<double>> ratios;
-  std::map<std::string, double> one_thread_rate;
+  std::map<std::string, const cell_result*> one_thread;
   for (const cell_result& cell : cells) {
     ratios[{cell.threads, cell.size}].push_back(cell.ratio);
-    if (cell.threads == 1) one_thread_rate[cell.name] = cell.op_rate;
+    if (cell.threads == 1) one_thread[cell.name] = &cell;
   }
   std::printf("\ntargets: ratio to memcpy over the cells run (min / median; \"at %.1f\": cells at or above %.1f)\n",
               near_memcpy_ratio, near_memcpy_ratio);
@@ -80,28 +86,44 @@ void print_targets(const std::vector<cell_result>& cells) {
     std::printf("%-8s %3d %6zu %6.2f %6.2f %6td  %-28s %s\n", bench::size_text(size).c_str(), threads, values.size(),
                 least, median, at_target, target, met);
   }
-  // Op throughput on more threads over one thread's, cell by cell.
+  // Op throughput on more threads over one thread's, cell by cell, and the most the hand-off
+  // allows it: a cell of one-thread time t takes at least t / threads + the hand-off.
   std::map<std::tuple<int, std::int64_t>, std::vector<double>> scaling;
+  std::map<std::tuple<int, std::int64_t>, std::vector<double>> bounds;
   for (const cell_result& cell : cells) {
-    const auto one = one_thread_rate.find(cell.name);
-    if (cell.threads > 1 && one != one_thread_rate.end()) {
-      scaling[{cell.threads, cell.size}].push_back(cell.op_rate / one->second);
+    const auto one = one_thread.find(cell.name);
+    if (cell.threads > 1 && one != one_thread.end()) {
+      scaling[{cell.threads, cell.size}].push_back(cell.op_rate / one->second->op_rate);
+      const auto handoff = handoff_seconds.find(cell.threads);
+      const double t = one->second->op_seconds;
+      const double cost = handoff == handoff_seconds.end() ? 0.0 : handoff->second;
+      bounds[{cell.threads, cell.size}].push_back(t / (t / cell.threads + cost));
     }
   }
   if (scaling.empty()) return;
-  std::printf("\nscaling: op throughput on thr threads / on one thread, cells run on both (min / median)\n");
-  std::printf("%-8s %3s %6s %6s %6s  %-28s %s\n", "size", "thr", "cases", "min", "median", "target", "met");
+  std::printf(
+      "\nscaling: op throughput on thr threads / on one thread, cells run on both (min / median; bound: the "
+      "median of what the hand-off below allows each cell, its threads as fast as one alone)\n");
+  std::printf("%-8s %3s %6s %6s %6s %7s  %-28s %s\n", "size", "thr", "cases", "min", "median", "bound", "target",
+              "met");
   for (auto& [key, values] : scaling) {
     const auto [threads, size] = key;
     const auto [least, median] = min_and_median(values);
+    const double bound = min_and_median(bounds[key]).second;
     char target[64] = "-";
     const char* met = "-";
     if (size < in_cache_bytes) {
       std::snprintf(target, sizeof target, "median >= %.2f (in cache)", in_cache_scaling);
       met = median >= in_cache_scaling ? "yes" : "no";
     }
-    std::printf("%-8s %3d %6zu %6.2f %6.2f  %-28s %s\n", bench::size_text(size).c_str(), threads, values.size(), least,
-                median, target, met);
+    std::printf("%-8s %3d %6zu %6.2f %6.2f %7.2f  %-28s %s\n", bench::size_text(size).c_str(), threads, values.size(),
+                least, median, bound, target, met);
+  }
+  for (const auto& [threads, seconds] : handoff_seconds) {
+    std::printf(
+        "hand-off: a call shared by %d threads took %.2f us longer than its parts (jobs of %d parts, each busy for "
+        "%.0f us, back to back); a cell of one-thread time t takes at least t / %d + %.2f us\n",
+        threads, seconds * 1e6, threads, handoff_part_seconds * 1e6, threads, seconds * 1e6);
   }
 }
 
@@ -256,7 +278,8 @@ int run_bench(const bench_request& request) {
       std::fflush(stdout);
       const group_key key{c.group(), threads, c.target_bytes < (1 << 20)};
       ratios[key].push_back(t.ratio());
-      cells.push_back({c.name(), kernel, c.target_bytes, threads, t.ratio(), t.gigabytes_per_second(c.bytes)});
+      cells.push_back(
+          {c.name(), kernel, c.target_bytes, threads, t.ratio(), t.gigabytes_per_second(c.bytes), t.op_seconds});
       if (request.vector_copy) vector_copy_ratios[key].push_back(t.vector_copy_ratio());
     }
   }
@@ -274,7 +297,11 @@ int run_bench(const bench_request& request) {
     }
     std::printf("\n");
   }
-  print_targets(cells);
+  std::map<int, double> handoff_seconds;
+  for (int threads : thread_counts) {
+    if (threads > 1) handoff_seconds[threads] = bench::pool_handoff_seconds(threads, handoff_part_seconds);
+  }
+  print_targets(cells, handoff_seconds);
   print_under_target(cells);
   return 0;
 }
