@@ -2639,6 +2639,7 @@ void expect_gather_matches(const permute_plan& plan, const std::vector<permute_a
   const permute_plan streamed = [&] {
     permute_plan large = plan;
     large.total_bytes = std::max(plan.total_bytes, streamed_gather_output_bytes);
+    large.streams = true;
     large.gather->prefetch_next_strip = true;
     return large;
   }();
@@ -3030,6 +3031,82 @@ TEST_P(GatherAtIsa, OneChunkPeriodsOfLongRowsStreamThroughTheBuffer) {
     }
   }
   EXPECT_GE(one_chunk, GetParam() == isa::avx512vbmi ? 4 : 0);
+}
+
+// Streamed gather strips whose every chunk is a whole cache line are built in place with streaming
+// stores (gather_streams_in_place) rather than through the L1 buffer: depth_to_space and
+// space_to_depth NHWC CRD whose rows are whole lines (periods of 192 and 64 bytes, rows of 384 B to
+// 32 KiB, the longest streaming one chunk per period), planned as for an output past the cache,
+// from sources on a line and 16 bytes off one, into outputs on a line (in place, unless the
+// program runs on source lines) and 16 bytes off one (through the buffer), one and two threads,
+// against the element loop, with guard bytes either side of the output.
+TEST_P(GatherAtIsa, StreamedStripsOfWholeLinesGoStraightToTheirLines) {
+  struct shape_case {
+    bool to_space;
+    std::int64_t b;
+    std::int64_t channels;
+    std::int64_t width;
+    std::int64_t w;
+  };
+  const std::vector<shape_case> cases = {
+      {true, 2, 3, 2, 32},    // d2s b2 C3 of 2-byte elements: rows of 384 bytes, period 192
+      {true, 4, 4, 1, 64},    // d2s b4 C4 of bytes: rows of 1 KiB
+      {false, 2, 3, 1, 64},   // s2d b2 C3 of bytes: rows of 768 bytes
+      {false, 4, 4, 1, 512},  // s2d b4 C4 of bytes: rows of 32 KiB, one chunk per period
+  };
+  force_gather_for_testing(gather_forcing::any);
+  std::mt19937_64 rng(83);
+  int in_place = 0;
+  for (const shape_case& test : cases) {
+    const std::int64_t h = 3;
+    const auto axes = test.to_space
+                          ? packed_transpose({h, test.w, test.channels, test.b, test.b}, {0, 3, 1, 4, 2}, test.width)
+                          : packed_transpose({h, test.b, test.w, test.b, test.channels}, {0, 2, 4, 1, 3}, test.width);
+    const std::int64_t bytes = h * test.w * test.channels * test.b * test.b * test.width;
+    permute_plan plan = plan_permute(axes, static_cast<std::size_t>(test.width));
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    plan.total_bytes = std::max(plan.total_bytes, streamed_gather_output_bytes);
+    plan.streams = true;
+    for (const std::int64_t source_offset : {0, 16}) {
+      // The source ends `gap` bytes before an inaccessible page and starts `source_offset` past a line.
+      const auto gap = static_cast<std::size_t>(((-bytes - source_offset) % 64 + 64) % 64);
+      guarded_source src(static_cast<std::size_t>(bytes), rng, gap);
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(src.data()) % 64, static_cast<std::uintptr_t>(source_offset));
+      const bool lined = source_offset == 0 && !plan.gather->lined_programs.empty();
+      for (const std::int64_t dst_offset : {0, 16}) {
+        std::vector<std::byte> expected(static_cast<std::size_t>(bytes + 256), std::byte{0x5A});
+        const auto lead = [&](std::vector<std::byte>& buffer) {
+          const auto misfit = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
+          return static_cast<std::ptrdiff_t>((64 - misfit) % 64 + 64 + dst_offset);
+        };
+        permute_naive(axes, src.data(), expected.data() + lead(expected), test.width);
+        for (int threads : {1, 2}) {
+          std::vector<std::byte> actual(expected.size(), std::byte{0x5A});
+          std::byte* const dst = actual.data() + lead(actual);
+          const bool straight = gather_streams_in_place(plan, src.data(), dst);
+          EXPECT_EQ(straight, GetParam() == isa::avx512vbmi && dst_offset == 0 && !lined)
+              << describe(plan) << " source offset " << source_offset << " destination offset " << dst_offset;
+          in_place += straight ? 1 : 0;
+          run_permute(plan, src.data(), dst, threads);
+          // The guards: `expected` and `actual` differ in where their output starts.
+          const std::size_t at_expected = static_cast<std::size_t>(lead(expected));
+          const std::size_t at_actual = static_cast<std::size_t>(lead(actual));
+          ASSERT_TRUE(
+              std::equal(expected.begin() + static_cast<std::ptrdiff_t>(at_expected),
+                         expected.begin() + static_cast<std::ptrdiff_t>(at_expected + static_cast<std::size_t>(bytes)),
+                         actual.begin() + static_cast<std::ptrdiff_t>(at_actual)))
+              << describe(plan) << " source offset " << source_offset << " destination offset " << dst_offset
+              << " threads " << threads;
+          EXPECT_TRUE(std::all_of(actual.begin(), actual.begin() + static_cast<std::ptrdiff_t>(at_actual),
+                                  [](std::byte v) { return v == std::byte{0x5A}; }));
+          EXPECT_TRUE(
+              std::all_of(actual.begin() + static_cast<std::ptrdiff_t>(at_actual + static_cast<std::size_t>(bytes)),
+                          actual.end(), [](std::byte v) { return v == std::byte{0x5A}; }));
+        }
+      }
+    }
+  }
+  EXPECT_GE(in_place, GetParam() == isa::avx512vbmi ? 12 : 0);
 }
 
 // Single-block gathers, where no stream continues a destination block within a period of 2 KiB:

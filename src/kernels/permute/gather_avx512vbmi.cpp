@@ -38,6 +38,17 @@ inline std::uint64_t readable(const std::byte* p, const std::byte* src_end) {
   return left <= 0 ? 0 : (std::uint64_t{1} << left) - 1;
 }
 
+// A whole chunk's store: a streaming store where the strip goes straight out (gather_rows::
+// stream_in_place, each chunk a whole line), else an ordinary one.
+template <bool Stream>
+inline void store_chunk(std::byte* at, __m512i value) {
+  if constexpr (Stream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(at), value);
+  } else {
+    _mm512_storeu_si512(at, value);
+  }
+}
+
 // How a chunk's steps load their windows (see chunk_steps::build).
 enum class loads { whole, masked, clipped };
 
@@ -175,13 +186,13 @@ inline __attribute__((always_inline)) void walk_tails(const chunk_steps<N>& chun
 
 // Inlined into each run_strip, as it was before groups existed: left to itself, GCC makes it a
 // call shared by the grouped and one-group kernels.
-template <loads kind, int N>
+template <loads kind, bool Stream, int N>
 inline __attribute__((always_inline)) void walk_rows(const chunk_steps<N>& chunk, const chunk_walk& walk) {
   for (std::int64_t r = 0; r < walk.rows; ++r) {
     const std::byte* from = walk.src + r * walk.src_stride;
     std::byte* to = walk.dst + r * walk.dst_stride;
     for (std::int64_t p = walk.first_period; p < walk.end_period; ++p) {
-      _mm512_storeu_si512(to + p * walk.period_dst,
+      store_chunk<Stream>(to + p * walk.period_dst,
                           chunk.template build<kind>(from + p * walk.period_src, walk.src_end));
     }
     if (walk.tail) {
@@ -219,16 +230,16 @@ struct row_groups {
 };
 
 // TailsOnly: the strip's rows are shorter than a period (see walk_tails).
-template <bool TailsOnly, loads kind, int N>
+template <bool TailsOnly, loads kind, bool Stream, int N>
 inline __attribute__((always_inline)) void walk_chunk(const chunk_steps<N>& chunk, const chunk_walk& walk) {
   if constexpr (TailsOnly) {
     walk_tails<kind>(chunk, walk);
   } else {
-    walk_rows<kind>(chunk, walk);
+    walk_rows<kind, Stream>(chunk, walk);
   }
 }
 
-template <bool TailsOnly, int N, class Groups>
+template <bool TailsOnly, bool Stream, int N, class Groups>
 void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref, const Groups& groups) {
   // A local copy: stores through std::byte* may alias anything, which would make the compiler
   // reload every bound and stride after each store.
@@ -238,17 +249,17 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref, 
   // as a single pass of zero strides, changed the one-group kernel's machine code.
   if constexpr (std::is_same_v<Groups, no_groups>) {
     if (walk.whole) {
-      walk_chunk<TailsOnly, loads::whole>(chunk, walk);
+      walk_chunk<TailsOnly, loads::whole, Stream>(chunk, walk);
     } else {
-      walk_chunk<TailsOnly, loads::masked>(chunk, walk);
+      walk_chunk<TailsOnly, loads::masked, Stream>(chunk, walk);
     }
   } else {
     const row_groups each = groups;
     for (std::int64_t g = 0; g < each.count; ++g) {
       if (walk.whole) {
-        walk_chunk<TailsOnly, loads::whole>(chunk, walk);
+        walk_chunk<TailsOnly, loads::whole, Stream>(chunk, walk);
       } else {
-        walk_chunk<TailsOnly, loads::masked>(chunk, walk);
+        walk_chunk<TailsOnly, loads::masked, Stream>(chunk, walk);
       }
       walk.src += each.src_stride;
       walk.dst += each.dst_stride;
@@ -312,7 +323,7 @@ strip_reach reach_of(const gather_program& program, const gather_rows& rows, con
   return {tail_chunks > 0 && src_end - last_tail < program.reach, last_period_left >= program.reach};
 }
 
-template <bool TailsOnly, class Groups>
+template <bool TailsOnly, bool Stream, class Groups>
 void run_strip_walking(const gather_program& program, const gather_rows& row_walk, const strip& strip_walk,
                        const Groups& groups, const std::byte* src_end) {
   const gather_rows rows = row_walk;
@@ -347,15 +358,15 @@ void run_strip_walking(const gather_program& program, const gather_rows& row_wal
                           src_end};
     const int count = static_cast<int>(chunk_end[c] - s);
     switch (count) {
-      case 1: run_chunk<TailsOnly, 1>(steps + s, count, walk, groups); break;
-      case 2: run_chunk<TailsOnly, 2>(steps + s, count, walk, groups); break;
-      case 3: run_chunk<TailsOnly, 3>(steps + s, count, walk, groups); break;
-      case 4: run_chunk<TailsOnly, 4>(steps + s, count, walk, groups); break;
-      case 5: run_chunk<TailsOnly, 5>(steps + s, count, walk, groups); break;
-      case 6: run_chunk<TailsOnly, 6>(steps + s, count, walk, groups); break;
-      case 7: run_chunk<TailsOnly, 7>(steps + s, count, walk, groups); break;
-      case 8: run_chunk<TailsOnly, 8>(steps + s, count, walk, groups); break;
-      default: run_chunk<TailsOnly, 0>(steps + s, count, walk, groups); break;
+      case 1: run_chunk<TailsOnly, Stream, 1>(steps + s, count, walk, groups); break;
+      case 2: run_chunk<TailsOnly, Stream, 2>(steps + s, count, walk, groups); break;
+      case 3: run_chunk<TailsOnly, Stream, 3>(steps + s, count, walk, groups); break;
+      case 4: run_chunk<TailsOnly, Stream, 4>(steps + s, count, walk, groups); break;
+      case 5: run_chunk<TailsOnly, Stream, 5>(steps + s, count, walk, groups); break;
+      case 6: run_chunk<TailsOnly, Stream, 6>(steps + s, count, walk, groups); break;
+      case 7: run_chunk<TailsOnly, Stream, 7>(steps + s, count, walk, groups); break;
+      case 8: run_chunk<TailsOnly, Stream, 8>(steps + s, count, walk, groups); break;
+      default: run_chunk<TailsOnly, Stream, 0>(steps + s, count, walk, groups); break;
     }
     s = chunk_end[c];
   }
@@ -394,7 +405,7 @@ struct chunk_group_steps {
 };
 
 // The whole periods of a strip whose windows all lie below the source's end, for one group.
-template <int G, int W, class Groups>
+template <int G, int W, bool Stream, class Groups>
 void run_chunk_group(const gather_program& program, const gather_chunk_group& group, const gather_rows& row_walk,
                      const strip& strip_walk, const Groups& group_walk) {
   const gather_rows rows = row_walk;
@@ -412,7 +423,7 @@ void run_chunk_group(const gather_program& program, const gather_chunk_group& gr
         __m512i windows[W];
         for (int k = 0; k < W; ++k) windows[k] = _mm512_loadu_si512(base + steps.window[k]);
         std::byte* out = to + p * period_dst;
-        for (int j = 0; j < G; ++j) _mm512_storeu_si512(out + j * 64, steps.build(j, windows));
+        for (int j = 0; j < G; ++j) store_chunk<Stream>(out + j * 64, steps.build(j, windows));
       }
     }
   }
@@ -422,10 +433,10 @@ template <class Groups>
 using chunk_group_fn = void (*)(const gather_program&, const gather_chunk_group&, const gather_rows&, const strip&,
                                 const Groups&);
 
-template <class Groups, std::size_t... I>
+template <class Groups, bool Stream, std::size_t... I>
 constexpr auto chunk_group_table(std::index_sequence<I...> /*unused*/) {
   return std::array<chunk_group_fn<Groups>, sizeof...(I)>{
-      &run_chunk_group<static_cast<int>(I) / max_group_windows + 1, static_cast<int>(I) % max_group_windows + 1,
+      &run_chunk_group<static_cast<int>(I) / max_group_windows + 1, static_cast<int>(I) % max_group_windows + 1, Stream,
                        Groups>...};
 }
 
@@ -433,26 +444,27 @@ constexpr auto chunk_group_table(std::index_sequence<I...> /*unused*/) {
 // their own kernel (walk_tails): a check inside the shared one changed its code, and cells with
 // whole periods lost up to 0.88x. Programs with chunk groups build their whole periods group by
 // group where every window lies below the source's end, then the part-periods chunk by chunk.
-template <class Groups>
+// Stream: the whole periods' chunks go out with streaming stores (gather_rows::stream_in_place).
+template <bool Stream, class Groups>
 void run_strip(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
                const std::byte* src_end) {
   if (part.first_period == part.end_period) {
-    run_strip_walking<true>(program, rows, part, groups, src_end);
+    run_strip_walking<true, false>(program, rows, part, groups, src_end);
     return;
   }
   if (!program.chunk_groups.empty() && reach_of(program, rows, part, groups, src_end).whole) {
-    static constexpr auto table =
-        chunk_group_table<Groups>(std::make_index_sequence<std::size_t{max_group_chunks} * max_group_windows>{});
+    static constexpr auto table = chunk_group_table<Groups, Stream>(
+        std::make_index_sequence<std::size_t{max_group_chunks} * max_group_windows>{});
     for (const gather_chunk_group& group : program.chunk_groups) {
       table[(group.chunks - 1) * max_group_windows + (group.windows - 1)](program, group, rows, part, groups);
     }
     if (part.tail_bytes > 0) {
       const strip tails{part.src, part.dst, part.rows, part.end_period, part.end_period, part.tail_bytes};
-      run_strip_walking<true>(program, rows, tails, groups, src_end);
+      run_strip_walking<true, false>(program, rows, tails, groups, src_end);
     }
     return;
   }
-  run_strip_walking<false>(program, rows, part, groups, src_end);
+  run_strip_walking<false, Stream>(program, rows, part, groups, src_end);
 }
 
 // Outputs well past the cache (gather_rows::stream) whose periods span several chunks: built in
@@ -485,7 +497,7 @@ void run_strip_streamed(const gather_program& program, const gather_rows& rows, 
   if constexpr (std::is_same_v<Groups, row_groups>) packed_groups.dst_stride = part.rows * row_bytes;
   const strip into{
       part.src + part.first_period * program.period_src_bytes, buffer, part.rows, 0, periods, part.tail_bytes};
-  run_strip(program, packed, into, packed_groups, src_end);
+  run_strip<false>(program, packed, into, packed_groups, src_end);
   std::byte* const dst = part.dst + part.first_period * program.period_dst_bytes;
   if (rows.dst_stride == row_bytes && (groups.count == 1 || groups.dst_stride == part.rows * row_bytes)) {
     stream_copy_lines_avx512(dst, buffer, static_cast<std::size_t>(groups.count * part.rows * row_bytes));
@@ -504,10 +516,12 @@ void run_strip_streamed(const gather_program& program, const gather_rows& rows, 
 template <class Groups>
 void write_strip(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
                  const std::byte* src_end) {
-  if (rows.stream) {
+  if (rows.stream_in_place) {
+    run_strip<true>(program, rows, part, groups, src_end);
+  } else if (rows.stream) {
     run_strip_streamed(program, rows, part, groups, src_end);
   } else {
-    run_strip(program, rows, part, groups, src_end);
+    run_strip<false>(program, rows, part, groups, src_end);
   }
 }
 

@@ -242,6 +242,12 @@ bool gather_streams_strips(const permute_plan& plan, std::int64_t period, std::i
   return gather_strips_stream(plan) && (period > 64 || (period == 64 && row_bytes >= min_streamed_one_chunk_row_bytes));
 }
 
+// Whether a gather runs its lined programs (windows on source lines): it has them, and the source
+// starts on a line.
+bool runs_lined_programs(const gather_tile& tile, const std::byte* src) {
+  return !tile.lined_programs.empty() && reinterpret_cast<std::uintptr_t>(src) % 64 == 0;
+}
+
 // Whether a tile reads its source a line after another in stretches: one of its axes steps by a
 // line, and its lines reach the tile's next longer source stride (or there is none), leaving no
 // gap within the stretch for another call to read.
@@ -2343,6 +2349,29 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 
 }  // namespace
 
+// A streamed gather strip built through the L1 buffer costs a second pass over its bytes, and the
+// chunk loops wait while the buffer streams out. Where every chunk the strip builds is a whole
+// cache line (the output, every row and every period on lines), the chunk loops store each chunk
+// with a streaming store where it belongs: no line is read for ownership either way. On an Intel
+// Xeon with AMX (2 vCPUs), each of the 54 such 256 MiB grid cells planned both ways in one process
+// (bench/plan_ab, both orders): 1.13x / 1.13x on one / two threads (40 / 39 faster by over 4%,
+// 1.07-1.38x; none slower; d2s NHWC CRD b4 C4 of bytes 0.50 -> 0.63 of memcpy). Lined programs
+// (windows on source lines) keep the buffer: in place, those of 256-byte periods gained 1.12-1.19x
+// and those of 128 and 512 lost 0.89-0.95x (4 cells each). Rows off lines would split each chunk's
+// store across two lines. Not measured on AMD's cores.
+bool gather_streams_in_place(const permute_plan& plan, const std::byte* src, const std::byte* dst) {
+  if (!plan.gather || plan.gather->fn != gather_rows_avx512vbmi) return false;
+  const gather_tile& tile = *plan.gather;
+  const std::int64_t period = tile.program->period_dst_bytes;
+  if (!gather_streams_strips(plan, period, tile.stream.extent * tile.block_bytes) || runs_lined_programs(tile, src)) {
+    return false;
+  }
+  auto on_lines = [](std::int64_t stride) { return stride % 64 == 0; };
+  return reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && on_lines(period) && on_lines(tile.rows.dst_stride) &&
+         std::all_of(plan.outer.begin(), plan.outer.end(),
+                     [&](const permute_axis& axis) { return on_lines(axis.dst_stride); });
+}
+
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
   const int threads = plan.total_bytes < runtime::min_shared_bytes ? 1 : std::max(1, max_threads);
@@ -2359,13 +2388,14 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // Work items are blocks of whole rows, or runs of whole periods of one row when rows are long;
     // when all of a position's rows are short, blocks of the innermost outer axis, as groups.
     const gather_tile& tile = *plan.gather;
-    const bool lined = !tile.lined_programs.empty() && reinterpret_cast<std::uintptr_t>(src) % 64 == 0;
+    const bool lined = runs_lined_programs(tile, src);
     const gather_program& program = *tile.program;  // the periods are the same in every program
     const std::int64_t row_bytes = tile.stream.extent * tile.block_bytes;
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > split.item_bytes;
     const bool stream = gather_streams_strips(plan, period, row_bytes);
+    const bool in_place = gather_streams_in_place(plan, src, dst);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
@@ -2400,6 +2430,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                                        .bytes = row_bytes,
                                        .prefetch = tile.prefetch_next_strip,
                                        .stream = stream,
+                                       .stream_in_place = in_place,
                                        .groups = 1,
                                        .group_src_stride = group_axis.src_stride,
                                        .group_dst_stride = group_axis.dst_stride};

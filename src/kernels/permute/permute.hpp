@@ -240,6 +240,10 @@ struct gather_rows {
   /// avx512vbmi gather; set for outputs of streamed_gather_output_bytes or more whose period spans
   /// more than one 64-byte chunk).
   bool stream = false;
+  /// With `stream`: each strip's whole periods are built in place instead, each chunk a whole
+  /// cache line written with a streaming store (their part-periods with ordinary stores). Set only
+  /// where every row starts on a line and periods are whole lines (gather_streams_in_place).
+  bool stream_in_place = false;
   std::int64_t groups = 1;
   std::int64_t group_src_stride = 0;
   std::int64_t group_dst_stride = 0;
@@ -329,6 +333,11 @@ void force_assembled_for_testing(bool forced) noexcept;
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads);
+
+/// Whether run_permute builds a VBMI gather's streamed strips in place with streaming stores
+/// (gather_rows::stream_in_place) for this source and destination, rather than through the L1
+/// buffer: outputs past the cache whose every chunk is a whole cache line, unlined programs.
+bool gather_streams_in_place(const permute_plan& plan, const std::byte* src, const std::byte* dst);
 
 /// The kernel's name, e.g. "interleave2_x32_avx512" or "copy_x64_scalar".
 std::string kernel_name(const permute_plan& plan);
