@@ -3035,8 +3035,8 @@ TEST_P(GatherAtIsa, OneChunkPeriodsOfLongRowsStreamThroughTheBuffer) {
 
 // Streamed gather strips whose every chunk is a whole cache line are built in place with streaming
 // stores (gather_streams_in_place) rather than through the L1 buffer: depth_to_space and
-// space_to_depth NHWC CRD whose rows are whole lines (periods of 192 and 64 bytes, rows of 384 B to
-// 32 KiB, the longest streaming one chunk per period), planned as for an output past the cache,
+// space_to_depth NHWC CRD whose rows are whole lines (periods of 64 bytes to whole rows, rows of
+// 384 bytes to 32 KiB), planned as for an output past the cache,
 // from sources on a line and 16 bytes off one, into outputs on a line (in place, unless the
 // program runs on source lines) and 16 bytes off one (through the buffer), one and two threads,
 // against the element loop, with guard bytes either side of the output.
@@ -3053,6 +3053,9 @@ TEST_P(GatherAtIsa, StreamedStripsOfWholeLinesGoStraightToTheirLines) {
       {true, 4, 4, 1, 64},    // d2s b4 C4 of bytes: rows of 1 KiB
       {false, 2, 3, 1, 64},   // s2d b2 C3 of bytes: rows of 768 bytes
       {false, 4, 4, 1, 512},  // s2d b4 C4 of bytes: rows of 32 KiB, one chunk per period
+      {true, 2, 3, 2, 256},   // d2s b2 C3 of 2-byte elements: rows of 3 KiB, period 192, across rows
+      {false, 4, 4, 1, 64},   // s2d b4 C4 of bytes: rows of 4 KiB, one chunk per period
+      {true, 2, 4, 4, 128},   // d2s b2 C4 of 4-byte elements: one chunk per period, lined in phases
   };
   force_gather_for_testing(gather_forcing::any);
   std::mt19937_64 rng(83);

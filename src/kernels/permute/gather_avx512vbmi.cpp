@@ -274,8 +274,8 @@ void run_chunk(const gather_step* first, int count, const chunk_walk& walk_ref, 
 template <class Groups>
 void prefetch_strip(const gather_program& program, const gather_rows& rows, const strip& part, const Groups& groups,
                     const std::byte* src_end, std::int64_t ahead, std::int64_t ahead_dst) {
-  // Streamed strips never read their destination lines (run_strip_streamed).
-  const bool destination = !rows.stream;
+  // Streamed strips never read their destination lines (run_strip_streamed, stream_in_place).
+  const bool destination = !rows.stream && !rows.stream_in_place;
   const std::int64_t source_left = src_end - part.src;
   const auto source_start = reinterpret_cast<std::uintptr_t>(part.src);
   const auto destination_start = reinterpret_cast<std::uintptr_t>(part.dst);
@@ -622,7 +622,7 @@ void gather_strips(const gather_program& program, const gather_rows& rows, const
 void gather_rows_avx512vbmi(const gather_program& program, const gather_rows& rows, const std::byte* src,
                             std::byte* dst, const std::byte* src_end) {
   gather_strips(program, rows, src, dst, src_end);
-  if (rows.stream) stream_fence();
+  if (rows.stream || rows.stream_in_place) stream_fence();
 }
 
 }  // namespace regrid::kernels

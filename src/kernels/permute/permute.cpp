@@ -2358,12 +2358,16 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
 // 1.07-1.38x; none slower; d2s NHWC CRD b4 C4 of bytes 0.50 -> 0.63 of memcpy). Lined programs
 // (windows on source lines) keep the buffer: in place, those of 256-byte periods gained 1.12-1.19x
 // and those of 128 and 512 lost 0.89-0.95x (4 cells each). Rows off lines would split each chunk's
-// store across two lines. Not measured on AMD's cores.
+// store across two lines. Gathers of one chunk per period stream so whatever their rows' length
+// (the buffer's pass cost rows under min_streamed_one_chunk_row_bytes more than it saved): the 4
+// such cells there (d2s channels-last K = 3 CRD b2 of rows of 4 and 6.5 KiB), process against
+// process, two alternations, 1.0-1.17x on one thread (6.5 KiB 1.16x), 1.0-1.02x / 1.15x on two.
+// Not measured on AMD's cores.
 bool gather_streams_in_place(const permute_plan& plan, const std::byte* src, const std::byte* dst) {
   if (!plan.gather || plan.gather->fn != gather_rows_avx512vbmi) return false;
   const gather_tile& tile = *plan.gather;
   const std::int64_t period = tile.program->period_dst_bytes;
-  if (!gather_streams_strips(plan, period, tile.stream.extent * tile.block_bytes) || runs_lined_programs(tile, src)) {
+  if (!gather_strips_stream(plan) || runs_lined_programs(tile, src)) {
     return false;
   }
   auto on_lines = [](std::int64_t stride) { return stride % 64 == 0; };
@@ -2394,8 +2398,8 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > split.item_bytes;
-    const bool stream = gather_streams_strips(plan, period, row_bytes);
     const bool in_place = gather_streams_in_place(plan, src, dst);
+    const bool stream = gather_streams_strips(plan, period, row_bytes);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped =
         !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
@@ -2429,7 +2433,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                                        .dst_stride = tile.rows.dst_stride,
                                        .bytes = row_bytes,
                                        .prefetch = tile.prefetch_next_strip,
-                                       .stream = stream,
+                                       .stream = stream && !in_place,
                                        .stream_in_place = in_place,
                                        .groups = 1,
                                        .group_src_stride = group_axis.src_stride,

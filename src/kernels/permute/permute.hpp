@@ -240,9 +240,10 @@ struct gather_rows {
   /// avx512vbmi gather; set for outputs of streamed_gather_output_bytes or more whose period spans
   /// more than one 64-byte chunk).
   bool stream = false;
-  /// With `stream`: each strip's whole periods are built in place instead, each chunk a whole
-  /// cache line written with a streaming store (their part-periods with ordinary stores). Set only
-  /// where every row starts on a line and periods are whole lines (gather_streams_in_place).
+  /// Each strip's whole periods are built in place, each chunk a whole cache line written with a
+  /// streaming store (their part-periods with ordinary stores), for outputs past the cache whose
+  /// every row starts on a line and whose periods are whole lines (gather_streams_in_place); the
+  /// avx512vbmi gather. Not with `stream`.
   bool stream_in_place = false;
   std::int64_t groups = 1;
   std::int64_t group_src_stride = 0;
