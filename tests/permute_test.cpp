@@ -1788,9 +1788,10 @@ TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
 }
 
 // On Intel's cores streamed de-interleaves of 2-4 ways of 64 MiB or more prefetch their source
-// (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB.
-// 8-way ones do not, nor do smaller outputs (16 MiB), other cores or the common rules. The
-// kernels with the prefetch match the naive permute (a 16 MiB plan given it).
+// (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB,
+// and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on lines do
+// not, nor do smaller outputs (16 MiB), other cores or the common rules. The kernels with the
+// prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off lines).
 TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(97);
@@ -1799,7 +1800,9 @@ TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays)
   const auto four_ways = packed_transpose({1024, 4, 1024, 4}, s2d_nchw, 4);
   const auto three_ways = packed_transpose({1366, 3, 1366, 3}, s2d_nchw, 4);
   const auto eight_ways = packed_transpose({512, 8, 512, 8}, s2d_nchw, 4);
+  const auto eight_ways_off_lines = packed_transpose({520, 8, 520, 8}, s2d_nchw, 4);
   const auto sixteen_mib = packed_transpose({1024, 2, 1024, 2}, s2d_nchw, 4);
+  const auto sixteen_mib_eight_ways = packed_transpose({260, 8, 260, 8}, s2d_nchw, 4);
   auto prefetch_of = [](const std::vector<permute_axis>& axes) {
     const permute_plan plan = plan_permute(axes, 4);
     EXPECT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.streams) << describe(plan);
@@ -1813,6 +1816,7 @@ TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays)
     EXPECT_EQ(prefetch_of(four_ways), 8192) << to_string(cap);
     EXPECT_EQ(prefetch_of(three_ways), 8192) << to_string(cap);
     EXPECT_EQ(prefetch_of(eight_ways), 0) << to_string(cap);
+    EXPECT_EQ(prefetch_of(eight_ways_off_lines), 8192) << to_string(cap);
     EXPECT_EQ(prefetch_of(sixteen_mib), 0) << to_string(cap);
     EXPECT_NE(describe(plan_permute(two_ways, 4)).find(" prefetching 8192 ahead"), std::string::npos);
     for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4}) {
@@ -1824,6 +1828,14 @@ TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays)
     ASSERT_TRUE(prefetching.shuffle) << describe(prefetching);
     prefetching.shuffle->repeat.source_prefetch_bytes = 8192;
     expect_matches_naive_on_one_and_two_threads(sixteen_mib, prefetching, 4, rng);
+    // Planned for the cache at 16 MiB: streamed as at 64 MiB.
+    permute_plan eight_prefetching = plan_permute(sixteen_mib_eight_ways, 4);
+    ASSERT_TRUE(eight_prefetching.shuffle && eight_prefetching.shuffle->offsets.size() == 8 &&
+                eight_prefetching.shuffle->segment_copy.copy == nullptr)
+        << describe(eight_prefetching);
+    eight_prefetching.shuffle->repeat.streaming = true;
+    eight_prefetching.shuffle->repeat.source_prefetch_bytes = 8192;
+    expect_matches_naive_on_one_and_two_threads(sixteen_mib_eight_ways, eight_prefetching, 4, rng);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   }
   set_max_isa(isa::avx512vbmi);

@@ -1661,9 +1661,17 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
 // 21.5. There each 256 MiB grid cell this changes planned both ways in one process (bench/plan_ab,
 // three alternations, both orders): 2- and 4-way ones, 248 cells, 1.12x / 1.11x on one / two
 // threads (176 / 174 consistently faster, 0 / 1 slower; 2-way ones of 8-byte lanes 1.21x); 3-way
-// ones, 83 cells, 1.07x / 1.08x (none consistently slower). 8-way ones went both ways (0.83-1.14x
-// on one thread), and staged ones do not use the loops that prefetch.
+// ones, 83 cells, 1.07x / 1.08x (none consistently slower). Staged ones do not use the loops that
+// prefetch. Of more ways (up to 16), those whose vector steps cost more than a plain network
+// prefetch too: rows off cache lines (each vector re-cut into lines) and ways not a power of two
+// (chains of two-source permutes). The 256 MiB grid's 40 such cells (34 of 8 and 16 ways off
+// lines, 6 of 9 ways), same A/B: 1.08x / 1.09x on one / two threads (34 / 36 consistently faster,
+// none slower; 9 ways 1.08-1.17x). Those of 8 and 16 ways whose rows are on lines, which run at
+// 0.8-0.93 of memcpy without, went both ways (83 cells: 1.01x, 13 slower by over 4%, the least
+// 0.84x).
 constexpr std::int64_t streamed_deinterleave_prefetch_bytes = 8192;
+constexpr std::size_t max_prefetching_deinterleave_ways = 4;
+constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 
 // Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
 // prefetchers do not follow; far past the cache each strip prefetches the next one's lines. Intel
@@ -1679,7 +1687,14 @@ bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
       plan.shuffle->level < isa::avx512 || runtime::planning_core_kind() != runtime::core_kind::intel) {
     return false;
   }
-  return plan.shuffle->offsets.size() <= 4 && plan.shuffle->segment_copy.copy == nullptr;
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.segment_copy.copy != nullptr) return false;
+  const std::size_t ways = tile.offsets.size();
+  if (ways <= max_prefetching_deinterleave_ways) return true;
+  const auto way_row_bytes = tile.run.extent * static_cast<std::int64_t>(plan.width);
+  const bool rows_off_lines = way_row_bytes % 64 != 0;
+  const bool power_of_two = (ways & (ways - 1)) == 0;
+  return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two);
 }
 
 }  // namespace
