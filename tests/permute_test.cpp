@@ -1792,7 +1792,7 @@ TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
 // and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on lines do
 // not, nor do smaller outputs (16 MiB), other cores or the common rules. The kernels with the
 // prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off lines).
-TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleavesOfUpToFourWays) {
+TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(97);
   const std::vector<int> s2d_nchw{1, 3, 0, 2};
