@@ -238,7 +238,8 @@ struct gather_rows {
   bool across = false;
   /// Each strip is built in an L1 buffer and then written out with streaming stores (the
   /// avx512vbmi gather; set for outputs of streamed_gather_output_bytes or more whose period spans
-  /// more than one 64-byte chunk).
+  /// more than one 64-byte chunk or whose rows are long, by gather_streams_strips in permute.cpp,
+  /// wherever stream_in_place is not).
   bool stream = false;
   /// Each strip's whole periods are built in place, each chunk a whole cache line written with a
   /// streaming store (their part-periods with ordinary stores), for outputs past the cache whose
