@@ -1697,6 +1697,36 @@ bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
   return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two);
 }
 
+// On Intel's cores de-interleave rows from 512 bytes on whose destinations do not all start on
+// cache lines are re-cut into whole lines (realigned_deinterleave_run_bytes, 1024 elsewhere, where
+// rows of 256-1023 bytes went both ways), and from 256 bytes on for lanes of 4 bytes or more and up
+// to 8 ways: a store split across two lines costs Intel more. Intel Xeon with AMX (2 vCPUs), the
+// grid cells whose de-interleave rows are of 512-1023 bytes, process against process, three
+// alternations: 1.18x / 1.27x at 1 MiB on one / two threads (32 cells; s2d NCHW DCR b2 C1 of
+// 2-byte elements, 724-byte rows, 0.61 -> 0.73 of memcpy; b3 C1 of 8-byte elements 0.58 -> 0.84),
+// 1.09x at 64 KiB, 1.04x at 16 MiB (59 cells, 28 faster by over 4%, none slower). Rows of
+// 256-511 bytes, bench/plan_ab both orders, 512 against 256 where lanes are 4 bytes or more:
+// 1.07x / 1.17x at 64 KiB on one / two threads (one thread before the 8-way limit), 1.05x / 1.06x
+// at 1 MiB, 1.04x at 16 MiB (9 faster, none slower); with 1- and 2-byte lanes 3-way ones lost
+// (0.82-0.93x), and with more than 8 ways d2s CRD C64's 9-, 16- and 64-way ones 0.86-0.92x.
+constexpr std::int64_t realigned_deinterleave_run_bytes_on_intel = 512;
+constexpr std::int64_t realigned_wide_lane_deinterleave_run_bytes_on_intel = 256;
+constexpr std::size_t min_realigned_short_row_lane_bytes = 4;
+constexpr std::size_t max_realigned_short_row_ways = 8;
+std::int64_t realigned_run_bytes_of(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.interleave || tile.level < isa::avx512 || runtime::planning_core_kind() != runtime::core_kind::intel) {
+    return realigned_deinterleave_run_bytes;
+  }
+  const std::int64_t from =
+      plan.width >= min_realigned_short_row_lane_bytes && tile.offsets.size() <= max_realigned_short_row_ways
+          ? realigned_wide_lane_deinterleave_run_bytes_on_intel
+          : realigned_deinterleave_run_bytes_on_intel;
+  // Plans whose rows it does not change keep the default (and their description).
+  const std::int64_t row = tile.run.extent * static_cast<std::int64_t>(plan.width);
+  return row >= from && row < realigned_deinterleave_run_bytes ? from : realigned_deinterleave_run_bytes;
+}
+
 }  // namespace
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -1768,6 +1798,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (prefetches_streamed_deinterleave_source(plan)) {
     plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_prefetch_bytes;
   }
+  if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
@@ -2646,6 +2677,9 @@ std::string describe(const permute_plan& plan) {
             (plan.shuffle->repeat.streaming ? " streaming" : "") +
             (plan.shuffle->repeat.source_prefetch_bytes > 0
                  ? " prefetching " + std::to_string(plan.shuffle->repeat.source_prefetch_bytes) + " ahead"
+                 : std::string()) +
+            (plan.shuffle->repeat.realigned_run_bytes != realigned_deinterleave_run_bytes
+                 ? " realigning rows from " + std::to_string(plan.shuffle->repeat.realigned_run_bytes) + " bytes"
                  : std::string()) +
             (plan.shuffle->repeat.assembled ? " assembled" : "") +
             (plan.shuffle->destination_group.extent > 1

@@ -80,6 +80,12 @@ tile_kernel staging_tile_kernel_avx512(std::size_t width, bool pack) noexcept;
 /// transposed in registers.
 tile_kernel transpose_tile_kernel_avx512() noexcept;
 
+/// De-interleaves whose destination rows do not all start on cache lines re-cut each row's output
+/// vectors into whole, aligned lines (one two-input permute per vector) where a row is at least this
+/// long, so that no store splits across two lines; shorter rows keep the plain unaligned stores.
+/// The default of shuffle_repeat::realigned_run_bytes; the planner lowers it on Intel's cores.
+inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
+
 /// The axes a shuffle call walks besides its run: every inner position at every outer one
 /// (extent 1: absent).
 struct shuffle_repeat {
@@ -101,6 +107,9 @@ struct shuffle_repeat {
   /// A streamed de-interleave's vector steps prefetch the source this many bytes ahead into the
   /// L2 cache (0: none; see prefetches_streamed_deinterleave_source in permute.cpp).
   std::int64_t source_prefetch_bytes = 0;
+  /// De-interleave rows of at least this many bytes whose destinations do not all start on cache
+  /// lines are re-cut into whole lines (see realigned_deinterleave_run_bytes); the avx512 kernels.
+  std::int64_t realigned_run_bytes = realigned_deinterleave_run_bytes;
   /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
   /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
   const std::byte* readable_end = nullptr;
@@ -110,11 +119,6 @@ struct shuffle_repeat {
 /// line on when a row is at least this long; shorter rows stream where they continue one another
 /// (the inner repeat's destination stride is one row), as one output.
 inline constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
-
-/// De-interleaves whose destination rows do not all start on cache lines re-cut each row's output
-/// vectors into whole, aligned lines (one two-input permute per vector) where a row is at least this
-/// long, so that no store splits across two lines; shorter rows keep the plain unaligned stores.
-inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
 
 /// Streamed de-interleaves of at most this many ways whose rows continue one another along the
 /// inner repeat (each way's output one contiguous row after another) but do not start on cache
