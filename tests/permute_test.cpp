@@ -466,7 +466,7 @@ void for_each_register_shuffle(bool interleave, Check check) {
 // `rows` of them at each of two outer positions, the outputs apart by a gap, the source rows
 // padded, the destination `misalign` bytes past a line; checked against the element-by-element copy.
 void check_continuing_rows(bool interleave, shuffle_fn fn, std::int64_t b, std::int64_t width, std::int64_t length,
-                           std::int64_t rows, std::int64_t misalign, std::mt19937_64& rng) {
+                           std::int64_t rows, std::int64_t misalign, std::mt19937_64& rng, bool sinks_rows = true) {
   const std::int64_t run = length * width;  // one way's row
   const std::int64_t src_row = (interleave ? run : b * run) + 3 * width;
   const std::int64_t dst_row = interleave ? b * run : run;
@@ -480,6 +480,7 @@ void check_continuing_rows(bool interleave, shuffle_fn fn, std::int64_t b, std::
   repeat.outer = {2, src_output, dst_output};
   repeat.inner = {rows, src_row, dst_row};
   repeat.streaming = true;
+  repeat.sinks_rows = sinks_rows;
   std::vector<std::byte> src(static_cast<std::size_t>(interleave ? b * way_bytes : 2 * src_output));
   for (auto& v : src) v = static_cast<std::byte>(rng());
   const std::int64_t dst_span = (interleave ? 2 * dst_output : b * way_bytes) + misalign + 128;
@@ -506,7 +507,7 @@ void check_continuing_rows(bool interleave, shuffle_fn fn, std::int64_t b, std::
   const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
   const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
   ASSERT_TRUE(got == want) << "interleave=" << interleave << " b=" << b << " w=" << width << " n=" << length
-                           << " rows=" << rows << " misalign=" << misalign;
+                           << " rows=" << rows << " misalign=" << misalign << " sinks_rows=" << sinks_rows;
 }
 
 // Interleaves whose output rows continue one another stream them as one output (line_sink):
@@ -530,8 +531,9 @@ TEST(PermuteRun, StreamingContinuingRowsMatch) {
 
 // The mirror for de-interleaves: each way's output rows continue one another along the inner
 // repeat and stream through their own line_sink where they do not start on lines (up to
-// max_sunk_deinterleave_ways ways; more, and odd offsets below VBMI, take the other paths). Rows
-// from under a line to several lines, 1, 2 and 5 rows per call.
+// max_sunk_deinterleave_ways ways; more, and odd offsets below VBMI, take the other paths), and
+// row by row where the plan says so (shuffle_repeat::sinks_rows). Rows from under a line to
+// several lines, 1, 2 and 5 rows per call.
 TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(41);
@@ -539,7 +541,8 @@ TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
     for (std::int64_t length : {64 / width, 64 / width + 3, 300 / width, 1000 / width}) {
       for (std::int64_t rows : {1, 2, 5}) {
         for (std::int64_t misalign : {0, 1, 2, 8, 16, 32}) {
-          check_continuing_rows(false, fn, b, width, length, rows, misalign, rng);
+          for (bool sinks_rows : {true, false})
+            check_continuing_rows(false, fn, b, width, length, rows, misalign, rng, sinks_rows);
         }
       }
     }
@@ -548,15 +551,18 @@ TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
 
 // De-interleaves whose ways' rows continue along the outer repeat, the inner positions apart
 // (s2d NCHW in the source's order): one line sink per inner position and way, up to 16, where the
-// rows do not start on lines. P inner positions of B ways, rows of under a line to several, at
-// destinations whose planes sit at every offset within a line.
+// rows do not start on lines, and row by row where the plan says so (shuffle_repeat::sinks_rows).
+// P inner positions of B ways, rows of under a line to several, at destinations whose planes sit
+// at every offset within a line.
 TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(43);
   for_each_register_shuffle(false, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
     for (std::int64_t positions : {1, 2, 4}) {
       for (std::int64_t length : {64 / width, 300 / width + 1}) {
-        for (std::int64_t misalign : {0, 2, 16, 48}) {
+        for (std::int64_t variant = 0; variant < 8; ++variant) {
+          const std::int64_t misalign = std::array<std::int64_t, 4>{0, 2, 16, 48}[variant % 4];
+          const bool sinks_rows = variant < 4;
           constexpr std::int64_t outer = 3;
           const std::int64_t row = length * width;
           const std::int64_t src_inner = b * row + 2 * width;
@@ -568,6 +574,7 @@ TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
           repeat.outer = {outer, src_outer, row};
           repeat.inner = {positions, src_inner, plane};
           repeat.streaming = true;
+          repeat.sinks_rows = sinks_rows;
           std::vector<std::byte> src(static_cast<std::size_t>(outer * src_outer));
           for (auto& v : src) v = static_cast<std::byte>(rng());
           const std::int64_t dst_span = b * positions * plane + misalign + 128;
@@ -589,7 +596,7 @@ TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
           const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + dst_span);
           const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
           ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " positions=" << positions
-                                   << " misalign=" << misalign;
+                                   << " misalign=" << misalign << " sinks_rows=" << sinks_rows;
         }
       }
     }
@@ -1939,6 +1946,40 @@ TEST(PermutePlan, IntelRealignsShorterDeinterleaveRows) {
     }
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
     expect_matches_naive_on_one_and_two_threads(two_byte_lanes, plan_permute(two_byte_lanes, 2), 2, rng);
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
+// On Intel's cores streamed de-interleaves far past the cache whose ways' rows continue one
+// another go row by row instead of through line sinks where the rows are 2 KiB or more: s2d NCHW
+// b2 of 2-byte elements, 2896-byte rows (66 MiB); not 1448-byte ones, not the 280-byte rows of
+// s2d channels-first K = 3 DCR b4 C3 of 4-byte elements (251 MiB), not at 16 MiB, not on other
+// cores.
+TEST(PermutePlan, IntelStreamsLongDeinterleaveRowsRowByRowFarPastTheCache) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const std::vector<int> s2d_nchw{1, 3, 0, 2};
+  const auto long_rows = packed_transpose({6000, 2, 1448, 2}, s2d_nchw, 2);
+  const auto kib_rows = packed_transpose({12000, 2, 724, 2}, s2d_nchw, 2);
+  const auto short_rows = packed_transpose({3, 70, 4, 70, 4, 70, 4}, {2, 4, 6, 0, 1, 3, 5}, 4);
+  const auto sixteen_mib = packed_transpose({2896, 2, 724, 2}, s2d_nchw, 2);
+  auto sinks_of = [](const std::vector<permute_axis>& axes, std::size_t width = 2) {
+    const permute_plan plan = plan_permute(axes, width);
+    EXPECT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.shuffle->repeat.streaming) << describe(plan);
+    return plan.shuffle && plan.shuffle->repeat.sinks_rows;
+  };
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+    EXPECT_FALSE(sinks_of(long_rows)) << to_string(cap);
+    EXPECT_NE(describe(plan_permute(long_rows, 2)).find(" row by row"), std::string::npos);
+    EXPECT_TRUE(sinks_of(kib_rows)) << to_string(cap);
+    EXPECT_TRUE(sinks_of(short_rows, 4)) << to_string(cap);
+    EXPECT_TRUE(sinks_of(sixteen_mib)) << to_string(cap);
+    for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4}) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      EXPECT_TRUE(sinks_of(long_rows)) << to_string(cap);
+    }
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }

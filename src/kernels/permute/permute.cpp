@@ -1709,14 +1709,17 @@ bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
 // 1.07x / 1.17x at 64 KiB on one / two threads (one thread before the 8-way limit), 1.05x / 1.06x
 // at 1 MiB, 1.04x at 16 MiB (9 faster, none slower); with 1- and 2-byte lanes 3-way ones lost
 // (0.82-0.93x), and with more than 8 ways d2s CRD C64's 9-, 16- and 64-way ones 0.86-0.92x.
+// At 256 MiB the rule re-cuts the rows of 38 cells that do not stream: 1.08x / 1.08x on one / two
+// threads, bench/plan_ab both orders (18 / 15 faster by over 4%; 8 ways of 2-byte lanes 0.92x).
 constexpr std::int64_t realigned_deinterleave_run_bytes_on_intel = 512;
 constexpr std::int64_t realigned_wide_lane_deinterleave_run_bytes_on_intel = 256;
 constexpr std::size_t min_realigned_short_row_lane_bytes = 4;
 constexpr std::size_t max_realigned_short_row_ways = 8;
 std::int64_t realigned_run_bytes_of(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
-  if (tile.interleave || tile.level < isa::avx512 || runtime::planning_core_kind() != runtime::core_kind::intel) {
-    return realigned_deinterleave_run_bytes;
+  if (tile.interleave || tile.repeat.streaming || tile.level < isa::avx512 ||
+      runtime::planning_core_kind() != runtime::core_kind::intel) {
+    return realigned_deinterleave_run_bytes;  // streamed rows off lines are re-cut whatever their length
   }
   const std::int64_t from =
       plan.width >= min_realigned_short_row_lane_bytes && tile.offsets.size() <= max_realigned_short_row_ways
@@ -1725,6 +1728,35 @@ std::int64_t realigned_run_bytes_of(const permute_plan& plan) {
   // Plans whose rows it does not change keep the default (and their description).
   const std::int64_t row = tile.run.extent * static_cast<std::int64_t>(plan.width);
   return row >= from && row < realigned_deinterleave_run_bytes ? from : realigned_deinterleave_run_bytes;
+}
+
+// On Intel's cores streamed de-interleaves whose ways' rows continue one another off cache lines
+// go row by row (each row re-cut into lines, the line two rows share written with ordinary stores)
+// instead of through a line sink per way (b_way_sunk_rows, b_way_sunk_row_blocks) where the rows
+// are 2 KiB or more and the output is far past the cache. Intel Xeon with AMX (2 vCPUs), each
+// 256 MiB grid cell whose plan sinks its rows, bench/plan_ab both orders, three alternations, by
+// row length: 1-2 KiB 1.03x, 2-4 KiB 1.03-1.11x, longer 1.08-1.13x on one thread (s2d NCHW DCR b2
+// C1 of 2-byte elements 0.66 -> 0.83 of memcpy); rows of 1 KiB or more on two threads 1.09x (71 of
+// 129 faster by over 4%, 1 slower). Into outputs 16 bytes off a line (--dst-offset 16), rows of
+// 2 KiB or more 1.09-1.16x, but 1-2 KiB ones lost (0.86x: under
+// streamed_unaligned_deinterleave_run_bytes run_permute then writes them with ordinary stores).
+// Shorter rows (s2d channels-first K = 3, 37 cells) lost 0.94x for rows of 256-511 bytes. At
+// 16 MiB the sinks win: the 55 cells of 1 KiB rows or more, 0.96x without them.
+constexpr std::int64_t min_unsunk_deinterleave_row_bytes_on_intel = 2048;
+bool sinks_streamed_deinterleave_rows(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.interleave || !tile.repeat.streaming || tile.level < isa::avx512 || !far_past_the_cache(plan) ||
+      runtime::planning_core_kind() != runtime::core_kind::intel) {
+    return true;
+  }
+  const std::int64_t row = tile.run.extent * static_cast<std::int64_t>(plan.width);
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  // Only plans that would sink their rows (b_way) change, and with them their description.
+  const bool sinkable =
+      ways <= max_sunk_deinterleave_ways &&
+      (tile.repeat.inner.dst_stride == row ||
+       (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+  return !sinkable || row < min_unsunk_deinterleave_row_bytes_on_intel;
 }
 
 }  // namespace
@@ -1799,6 +1831,7 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
     plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_prefetch_bytes;
   }
   if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
+  if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
@@ -2547,7 +2580,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // (f32 median 0.56 -> 0.61 of memcpy).
     const std::int64_t way_row_bytes = tile.run.extent * static_cast<std::int64_t>(plan.width);
     const auto ways_count = static_cast<std::int64_t>(tile.offsets.size());
-    const bool rows_sunk = ways_count <= max_sunk_deinterleave_ways &&
+    const bool rows_sunk = tile.repeat.sinks_rows && ways_count <= max_sunk_deinterleave_ways &&
                            (tile.repeat.inner.dst_stride == way_row_bytes ||
                             (tile.repeat.outer.dst_stride == way_row_bytes &&
                              ways_count * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
@@ -2681,6 +2714,7 @@ std::string describe(const permute_plan& plan) {
             (plan.shuffle->repeat.realigned_run_bytes != realigned_deinterleave_run_bytes
                  ? " realigning rows from " + std::to_string(plan.shuffle->repeat.realigned_run_bytes) + " bytes"
                  : std::string()) +
+            (plan.shuffle->repeat.sinks_rows ? "" : " row by row") +
             (plan.shuffle->repeat.assembled ? " assembled" : "") +
             (plan.shuffle->destination_group.extent > 1
                  ? " in destination order across " + axis_text(plan.shuffle->destination_group)

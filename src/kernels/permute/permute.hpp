@@ -110,6 +110,10 @@ struct shuffle_repeat {
   /// De-interleave rows of at least this many bytes whose destinations do not all start on cache
   /// lines are re-cut into whole lines (see realigned_deinterleave_run_bytes); the avx512 kernels.
   std::int64_t realigned_run_bytes = realigned_deinterleave_run_bytes;
+  /// A streamed de-interleave whose ways' rows continue one another but do not start on cache
+  /// lines streams each way as one output through a line sink (b_way_sunk_rows); false: row by
+  /// row, each re-cut into lines, the lines two rows share written with ordinary stores.
+  bool sinks_rows = true;
   /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
   /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
   const std::byte* readable_end = nullptr;
