@@ -385,63 +385,6 @@ TEST(PermuteRun, StreamingShufflesMatch) {
   }
 }
 
-// De-interleaves in the cache whose rows reach the repeat's realigned_run_bytes re-cut each row's
-// vectors into whole lines where the rows do not all start on lines: the threshold lowered to
-// 64 bytes, so that rows of one to 16 vectors (and masked tails) take that path, and left at its
-// default, destinations on lines and 1 to 32 bytes off them, two repeat positions; compared with
-// the element-by-element copy, the bytes around every row guarded.
-TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
-  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
-  std::mt19937_64 rng(53);
-  for (std::int64_t b : {2, 3, 4, 8, 16}) {
-    for (std::int64_t width : {1, 2, 4, 8}) {
-      const auto w = static_cast<std::size_t>(width);
-      std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, false)};
-      if (width == 1 && detected_isa() >= isa::avx512vbmi) kernels.push_back(shuffle_kernel_avx512vbmi(w, b, false));
-      for (const shuffle_fn fn : kernels) {
-        if (fn == nullptr) continue;
-        for (std::int64_t run_bytes :
-             {std::int64_t{64}, std::int64_t{200}, std::int64_t{296}, std::int64_t{724}, std::int64_t{1000}}) {
-          const std::int64_t length = run_bytes / width;
-          for (std::int64_t realigned : {std::int64_t{64}, realigned_deinterleave_run_bytes}) {
-            for (std::int64_t misalign : {0, 1, 2, 8, 16, 32}) {
-              // Way rows apart by whole lines plus `misalign`, so that each way's row starts at a
-              // different offset within its line; the near side is all b ways of the run.
-              const std::int64_t row = (length * width + 63) / 64 * 64 + misalign;
-              const std::int64_t far_span = b * row;
-              const std::int64_t near_span = b * length * width + 3 * width;
-              std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
-              for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * row;
-              shuffle_repeat repeat;
-              repeat.inner = {2, near_span, far_span};
-              repeat.realigned_run_bytes = realigned;
-              std::vector<std::byte> src(static_cast<std::size_t>(2 * near_span));
-              for (auto& v : src) v = static_cast<std::byte>(rng());
-              std::vector<std::byte> expected_storage(static_cast<std::size_t>(2 * far_span + 128), std::byte{0x5A});
-              std::vector<std::byte> actual_storage(expected_storage);
-              std::byte* expected = line_start(expected_storage) + misalign;
-              for (std::int64_t i = 0; i < 2; ++i) {
-                for (std::int64_t r = 0; r < length; ++r) {
-                  for (std::int64_t j = 0; j < b; ++j) {
-                    std::memcpy(expected + i * far_span + j * row + r * width,
-                                src.data() + i * near_span + (r * b + j) * width, w);
-                  }
-                }
-              }
-              fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
-              const std::int64_t checked = 2 * far_span + 64;  // from the line before the output
-              const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + checked);
-              const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + checked);
-              ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " realigned from "
-                                       << realigned << " misalign=" << misalign;
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
 // Calls check(kernel, B, width) for every register shuffle kernel of the AVX-512 builds in one
 // direction (the VBMI build too for bytes, where the CPU has it): B = 2, 3, 4, 8, 9, 16, widths
 // of 1 to 8 bytes.
@@ -459,6 +402,55 @@ void for_each_register_shuffle(bool interleave, Check check) {
       }
     }
   }
+}
+
+// De-interleaves in the cache whose rows reach the repeat's realigned_run_bytes re-cut each row's
+// vectors into whole lines where the rows do not all start on lines: the threshold lowered to
+// 64 bytes, so that rows of one to 16 vectors (and masked tails) take that path, and left at its
+// default, destinations on lines and 1 to 32 bytes off them, two repeat positions; compared with
+// the element-by-element copy, the bytes around every row guarded.
+TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(53);
+  for_each_register_shuffle(false, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
+    for (std::int64_t run_bytes :
+         {std::int64_t{64}, std::int64_t{200}, std::int64_t{296}, std::int64_t{724}, std::int64_t{1000}}) {
+      const std::int64_t length = run_bytes / width;
+      for (std::int64_t realigned : {std::int64_t{64}, realigned_deinterleave_run_bytes}) {
+        for (std::int64_t misalign : {0, 1, 2, 8, 16, 32}) {
+          // Way rows apart by whole lines plus `misalign`, so that each way's row starts at a
+          // different offset within its line; the near side is all b ways of the run.
+          const std::int64_t row = (length * width + 63) / 64 * 64 + misalign;
+          const std::int64_t far_span = b * row;
+          const std::int64_t near_span = b * length * width + 3 * width;
+          std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+          for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * row;
+          shuffle_repeat repeat;
+          repeat.inner = {2, near_span, far_span};
+          repeat.realigned_run_bytes = realigned;
+          std::vector<std::byte> src(static_cast<std::size_t>(2 * near_span));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          std::vector<std::byte> expected_storage(static_cast<std::size_t>(2 * far_span + 128), std::byte{0x5A});
+          std::vector<std::byte> actual_storage(expected_storage);
+          std::byte* expected = line_start(expected_storage) + misalign;
+          for (std::int64_t i = 0; i < 2; ++i) {
+            for (std::int64_t r = 0; r < length; ++r) {
+              for (std::int64_t j = 0; j < b; ++j) {
+                std::memcpy(expected + i * far_span + j * row + r * width,
+                            src.data() + i * near_span + (r * b + j) * width, static_cast<std::size_t>(width));
+              }
+            }
+          }
+          fn(src.data(), line_start(actual_storage) + misalign, length, offsets.data(), repeat);
+          const std::int64_t checked = 2 * far_span + 64;  // from the line before the output
+          const std::vector<std::byte> want(line_start(expected_storage), line_start(expected_storage) + checked);
+          const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + checked);
+          ASSERT_TRUE(got == want) << "b=" << b << " w=" << width << " n=" << length << " realigned from " << realigned
+                                   << " misalign=" << misalign;
+        }
+      }
+    }
+  });
 }
 
 // One streamed shuffle call whose destination rows continue one another along the inner repeat

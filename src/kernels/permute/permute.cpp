@@ -1653,6 +1653,23 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
                      (ways == 3 && plan.width == 4));
 }
 
+// Bytes of one way's row of a shuffle plan: the run's elements.
+std::int64_t way_row_bytes(const permute_plan& plan) {
+  return plan.shuffle->run.extent * static_cast<std::int64_t>(plan.width);
+}
+
+// Whether a streamed de-interleave's ways' rows continue one another so that b_way can stream
+// each through a line sink (b_way_sunk_rows along the inner repeat, b_way_sunk_row_blocks along
+// the outer one), the plan's sinks_rows aside.
+bool rows_fit_line_sinks(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  const std::int64_t row = way_row_bytes(plan);
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  return ways <= max_sunk_deinterleave_ways &&
+         (tile.repeat.inner.dst_stride == row ||
+          (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+}
+
 // Streamed de-interleaves of 2-4 ways that are not staged prefetch their source 8 KiB ahead into
 // the L2 cache on Intel's cores far past the cache, where one thread's single read stream otherwise
 // falls short of memory's speed: a loop of non-temporal 512-bit stores copying 256 MiB on an Intel
@@ -1691,8 +1708,7 @@ bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
   if (tile.segment_copy.copy != nullptr) return false;
   const std::size_t ways = tile.offsets.size();
   if (ways <= max_prefetching_deinterleave_ways) return true;
-  const auto way_row_bytes = tile.run.extent * static_cast<std::int64_t>(plan.width);
-  const bool rows_off_lines = way_row_bytes % 64 != 0;
+  const bool rows_off_lines = way_row_bytes(plan) % 64 != 0;
   const bool power_of_two = (ways & (ways - 1)) == 0;
   return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two);
 }
@@ -1726,7 +1742,7 @@ std::int64_t realigned_run_bytes_of(const permute_plan& plan) {
           ? realigned_wide_lane_deinterleave_run_bytes_on_intel
           : realigned_deinterleave_run_bytes_on_intel;
   // Plans whose rows it does not change keep the default (and their description).
-  const std::int64_t row = tile.run.extent * static_cast<std::int64_t>(plan.width);
+  const std::int64_t row = way_row_bytes(plan);
   return row >= from && row < realigned_deinterleave_run_bytes ? from : realigned_deinterleave_run_bytes;
 }
 
@@ -1749,14 +1765,8 @@ bool sinks_streamed_deinterleave_rows(const permute_plan& plan) {
       runtime::planning_core_kind() != runtime::core_kind::intel) {
     return true;
   }
-  const std::int64_t row = tile.run.extent * static_cast<std::int64_t>(plan.width);
-  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   // Only plans that would sink their rows (b_way) change, and with them their description.
-  const bool sinkable =
-      ways <= max_sunk_deinterleave_ways &&
-      (tile.repeat.inner.dst_stride == row ||
-       (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
-  return !sinkable || row < min_unsunk_deinterleave_row_bytes_on_intel;
+  return !rows_fit_line_sinks(plan) || way_row_bytes(plan) < min_unsunk_deinterleave_row_bytes_on_intel;
 }
 
 }  // namespace
@@ -2578,16 +2588,11 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // one output through its own line sink (b_way_sunk_rows): 16 MiB grid at --dst-offset 16,
     // three alternations against ordinary stores, s2d NCHW and NCHW_VECT_C 1.07-1.16x per family
     // (f32 median 0.56 -> 0.61 of memcpy).
-    const std::int64_t way_row_bytes = tile.run.extent * static_cast<std::int64_t>(plan.width);
-    const auto ways_count = static_cast<std::int64_t>(tile.offsets.size());
-    const bool rows_sunk = tile.repeat.sinks_rows && ways_count <= max_sunk_deinterleave_ways &&
-                           (tile.repeat.inner.dst_stride == way_row_bytes ||
-                            (tile.repeat.outer.dst_stride == way_row_bytes &&
-                             ways_count * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+    const bool rows_sunk = tile.repeat.sinks_rows && rows_fit_line_sinks(plan);
     const std::byte* const src_end = source_end(tile, src);
     const bool off_lines = tile.repeat.streaming && !tile.interleave &&
                            reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
-                           way_row_bytes < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
+                           way_row_bytes(plan) < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
     split_items(outer_count * items_per_outer, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
