@@ -1016,15 +1016,15 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
 // columns continue the destination for 256 bytes or more and it reads the source in one stretch:
 // straight through the kernel, every start within a line. Each row a stretch, or the rows and the
 // planes continuing it too (the line between two rows or planes joined across them). Tiles that
-// read columns or rows far apart in the source, shorter stretches, rows continuing each column's
-// destination and destinations that continue along no axis take the ordinary copy, as do shorter
-// runs and outputs in the cache.
+// read columns or rows far apart in the source are joined too by the kernel for outputs far past
+// the cache (columns far apart and a run's step short: each source stream prefetched) and take the
+// ordinary copy otherwise. Shorter stretches, rows continuing each column's destination and
+// destinations that continue along no axis take the ordinary copy, as do shorter runs and outputs
+// in the cache.
 TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(37);
   for (std::int64_t width : {12, 18, 24, 33, 48, 63}) {
-    const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true);
-    ASSERT_STREQ(kernel.name, "copy_joined_runs_streaming_avx512") << width;
     // `planes` x `rows` x `cols` runs read as d2s channels-last reads them: each column's rows a
     // run and a byte apart, the columns a few rows' span apart (under 512 bytes), or `far` apart.
     auto tile = [width](std::int64_t planes, std::int64_t rows, std::int64_t cols, std::int64_t dst_col,
@@ -1052,22 +1052,32 @@ TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
         {"columns and rows", tile(2, 3, 24, width, row, 3 * row + 64)},
         {"columns, rows and planes", tile(2, 3, 24, width, row, 3 * row)},
         {"columns, rows and planes, 2 x 2 runs per plane", tile(20, 2, 2, width, 2 * width, 4 * width)},
-        {"columns far apart (ordinary copy)", tile(2, 3, 24, width, row, 3 * row, 600)},
-        {"rows far apart (ordinary copy)", tile(2, 3, 24, width, row, 3 * row, 0, 24 * 160)},
+        {"columns far apart (joined far past the cache, prefetched)", tile(2, 3, 24, width, row, 3 * row, 600)},
+        {"columns far apart, each row a stretch (far past the cache)",
+         tile(2, 3, 24, width, row + 7, 3 * (row + 7) + 64, 600)},
+        {"rows far apart (joined far past the cache)", tile(2, 3, 24, width, row, 3 * row, 0, 24 * 160)},
         {"columns, short stretches (ordinary copy)", tile(2, 3, 3, width, 3 * width + 7, 3 * (3 * width + 7) + 64)},
         {"rows (ordinary copy)", tile(2, 24, 3, 24 * width + 7, width, 3 * (24 * width + 7) + 64)},
         {"nothing (ordinary copy)", tile(2, 3, 24, width + 5, 24 * (width + 5) + 7, 3 * (24 * (width + 5) + 7) + 64)},
     };
-    for (const named_tile& t : tiles) {
-      for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
-        ASSERT_TRUE(tile_copy_matches(kernel, t.shape, width, misalign, rng))
-            << "width=" << width << " misalign=" << misalign << " continuing: " << t.what;
+    for (bool far_past_cache : {false, true}) {
+      const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true, far_past_cache);
+      ASSERT_STREQ(kernel.name,
+                   far_past_cache ? "copy_joined_runs_streaming_far_avx512" : "copy_joined_runs_streaming_avx512")
+          << width;
+      for (const named_tile& t : tiles) {
+        for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+          ASSERT_TRUE(tile_copy_matches(kernel, t.shape, width, misalign, rng))
+              << "width=" << width << " misalign=" << misalign << " continuing: " << t.what
+              << " far past the cache: " << far_past_cache;
+        }
       }
     }
   }
   EXPECT_STREQ(run_tile_kernel_avx512(11, true).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(11, true, true).name, "copy_runs_avx512");
   EXPECT_STREQ(run_tile_kernel_avx512(18, false).name, "copy_runs_avx512");
-  EXPECT_STREQ(run_tile_kernel_avx512(48, false).name, "copy_runs_avx512");
+  EXPECT_STREQ(run_tile_kernel_avx512(48, false, true).name, "copy_runs_avx512");
 }
 
 // The streaming copy of one-line (64-byte) runs: straight through the kernel, into destinations on
@@ -1974,6 +1984,38 @@ TEST(PermutePlan, IntelStreamsLongDeinterleaveRowsRowByRowFarPastTheCache) {
     }
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
+// s2d NHWC DCR b3 C3 of 2-byte elements, [1, 3H, 3W, 3] -> [1, H, W, 27]: 18-byte runs that
+// continue the output, read from three input rows in turn. Where the output streams they take the
+// streaming kernel of runs under a line, which joins such tiles only far past the cache
+// (copy_joined_runs_streaming_far); below that Intel's cores copy runs under a line with ordinary
+// stores (copies_short_runs_into_the_cache). In the cache, the ordinary copy everywhere.
+TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto space_to_depth = [](std::int64_t size) {
+    return packed_transpose({1, size, 3, size, 3, 3}, {0, 1, 3, 2, 4, 5}, 2);
+  };
+  const auto in_cache = space_to_depth(140);  // 1 MiB
+  const auto streamed = space_to_depth(560);  // 16 MiB
+  const auto far = space_to_depth(1200);      // 74 MiB
+  set_max_isa(isa::avx512);
+  for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4,
+                                   runtime::core_kind::amd_zen5, runtime::core_kind::intel}) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    const bool intel = cores == runtime::core_kind::intel;
+    const permute_plan plan = plan_permute(streamed, 2);
+    EXPECT_EQ(plan.col.extent, 3) << describe(plan);
+    EXPECT_EQ(kernel_name(plan), intel ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512") << describe(plan);
+    EXPECT_EQ(kernel_name(plan_permute(far, 2)), "copy_joined_runs_streaming_far_avx512");
+    EXPECT_EQ(kernel_name(plan_permute(in_cache, 2)), "copy_runs_avx512");
+    if (intel) {
+      std::mt19937_64 rng(41);
+      expect_matches_naive_on_one_and_two_threads(streamed, plan, 2, rng);
+    }
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  set_max_isa(isa::avx512vbmi);
 }
 
 // s2d channels-first K = 3 DCR b8 C16 of 2-byte elements at 16 MiB, [16, 80, 80, 80] ->

@@ -267,14 +267,15 @@ bool reads_source_stretches(const permute_plan& plan) {
 
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
 // them where one side is contiguous); anything wider, or of odd width, is a run the vector
-// kernels copy whole, with streaming stores when `streaming`.
-tile_kernel tile_kernel_for_isa(std::size_t width, bool streaming = false) {
+// kernels copy whole, with streaming stores when `streaming` (see run_tile_kernel_avx512 for
+// `far_past_cache`).
+tile_kernel tile_kernel_for_isa(std::size_t width, bool streaming = false, bool far_past_cache = false) {
   const bool number = width == 1 || width == 2 || width == 4 || width == 8;
   if (!number) {
     switch (planning_isa()) {
       case isa::avx512vbmi:
-      case isa::avx512: return run_tile_kernel_avx512(width, streaming);
-      case isa::avx2: return run_tile_kernel_avx2(width, streaming);
+      case isa::avx512: return run_tile_kernel_avx512(width, streaming, far_past_cache);
+      case isa::avx2: return run_tile_kernel_avx2(width, streaming, far_past_cache);
       case isa::scalar: break;
     }
   }
@@ -345,6 +346,20 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 // one and two threads, b3 of 8-byte elements 0.82-0.93x).
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
+
+// Where run copies of runs under a line write an output that streams with ordinary stores: on
+// Intel's cores, below far_past_the_cache. There the output stays in the last-level cache, where
+// joining the runs into streamed lines (copy_joined_runs_streaming) sends it to memory. On an Intel
+// Xeon with AMX (2 vCPUs), each of the 68 such cells of the 16 MiB grid planned both ways in one
+// process (bench/plan_ab, both orders): 1.10x / 1.09x on one / two threads, 23 / 20 cells faster
+// by over 4% (d2s channels-last K = 3 and NHWC DCR, 1.05-1.82x; d2s channels-last K = 3 DCR b2 C3
+// of 8-byte elements 1.82x), one slower (0.77x on two threads, s2d NHWC DCR b2 C3 of 4-byte
+// elements, whose tiles the joining kernel copied the ordinary way too). A Zen 4 had measured the
+// joined runs 1.42x at 16 MiB (see min_joined_run_bytes), so other cores keep them.
+bool copies_short_runs_into_the_cache(const permute_plan& plan) {
+  return plan.width < 64 && !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
+}
+
 // Where the source-order walks (walks_source_order for de-interleave runs of 1 KiB or more,
 // source_order_interleave_repeat, and the off-line streaming of such de-interleave runs that goes
 // with them) are taken: far past the cache on every CPU; on a Zen 4 (family 19h, model 11h, 2
@@ -1955,8 +1970,10 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // the tile reads part of each source row, another outer position the rest (d2s channels-last
   // K = 3 DCR, 7 cells), streaming gained 1.22-1.38x on one thread but lost 0.85-0.99x on two; where
   // no tile axis steps by a line (s2d channels-last K = 3 b8), the benchmark's ratio fell 0.85-0.93x.
-  plan.kernel =
-      tile_kernel_for_isa(plan.width, output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)));
+  plan.kernel = tile_kernel_for_isa(plan.width,
+                                    output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)) &&
+                                        !copies_short_runs_into_the_cache(plan),
+                                    far_past_the_cache(plan));
   if (transpose && plan.row.src_stride == 8) {
     plan.kernel = transpose_tile_kernel_avx512();
   } else if (plan.width == 8 && planning_isa() >= isa::avx512) {

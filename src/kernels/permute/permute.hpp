@@ -62,9 +62,12 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// `streaming`: the output is larger than the cache; the avx512 kernel then writes the whole
 /// cache lines of runs of 128 bytes or more with non-temporal stores, and those of runs of 65-127
 /// bytes in tiles that read several source streams in turn (which it also prefetches) or whose
-/// rows continue long destination columns.
-tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming) noexcept;
-tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming) noexcept;
+/// rows continue long destination columns, and joins runs of 12-63 bytes into whole lines where
+/// they continue the destination. `far_past_cache`: the output is far larger than the cache
+/// (64 MiB or more); runs of 12-63 bytes are then joined in tiles that read several source
+/// streams in turn too.
+tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming, bool far_past_cache = false) noexcept;
+tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming, bool far_past_cache = false) noexcept;
 
 /// Bytes a staging buffer holds past the segments a staging tile kernel copies to or from it.
 inline constexpr std::size_t staging_slack_bytes = 64;
