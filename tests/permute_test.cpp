@@ -75,6 +75,9 @@ constexpr std::array amd_core_kinds{runtime::core_kind::amd_zen4, runtime::core_
 constexpr std::array amd_staging_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5,
                                             runtime::core_kind::intel};
 constexpr std::array zen4_staging_core_kinds{runtime::core_kind::amd_zen4, runtime::core_kind::intel};
+// Every kind of core plan_permute tells apart.
+constexpr std::array every_core_kind{runtime::core_kind::other, runtime::core_kind::amd_zen4,
+                                     runtime::core_kind::amd_zen5, runtime::core_kind::intel};
 
 std::vector<permute_axis> packed_transpose(const std::vector<std::int64_t>& shape, const std::vector<int>& perm,
                                            std::int64_t width) {
@@ -1989,19 +1992,21 @@ TEST(PermutePlan, IntelStreamsLongDeinterleaveRowsRowByRowFarPastTheCache) {
 // s2d NHWC DCR b3 C3 of 2-byte elements, [1, 3H, 3W, 3] -> [1, H, W, 27]: 18-byte runs that
 // continue the output, read from three input rows in turn. Where the output streams they take the
 // streaming kernel of runs under a line, which joins such tiles only far past the cache
-// (copy_joined_runs_streaming_far); below that Intel's cores copy runs under a line with ordinary
-// stores (copies_short_runs_into_the_cache). In the cache, the ordinary copy everywhere.
+// (copy_joined_runs_streaming_far); below that Intel's cores copy them with ordinary stores
+// (copies_runs_into_the_cache), as they do runs of 128 bytes (C = 64 of bytes, b = 2) but not runs
+// of 65-127 (C = 48). In the cache, the ordinary copy everywhere.
 TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
-  auto space_to_depth = [](std::int64_t size) {
-    return packed_transpose({1, size, 3, size, 3, 3}, {0, 1, 3, 2, 4, 5}, 2);
+  auto space_to_depth = [](std::int64_t size, std::int64_t b, std::int64_t channels, std::size_t width) {
+    return packed_transpose({1, size, b, size, b, channels}, {0, 1, 3, 2, 4, 5}, width);
   };
-  const auto in_cache = space_to_depth(140);  // 1 MiB
-  const auto streamed = space_to_depth(560);  // 16 MiB
-  const auto far = space_to_depth(1200);      // 74 MiB
+  const auto in_cache = space_to_depth(140, 3, 3, 2);     // 1 MiB
+  const auto streamed = space_to_depth(560, 3, 3, 2);     // 16 MiB
+  const auto far = space_to_depth(1200, 3, 3, 2);         // 74 MiB
+  const auto long_runs = space_to_depth(260, 2, 64, 1);   // 16 MiB of 128-byte runs
+  const auto short_runs = space_to_depth(300, 2, 48, 1);  // 16 MiB of 96-byte runs
   set_max_isa(isa::avx512);
-  for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4,
-                                   runtime::core_kind::amd_zen5, runtime::core_kind::intel}) {
+  for (runtime::core_kind cores : every_core_kind) {
     runtime::plan_for_core_kind_for_testing(cores);
     const bool intel = cores == runtime::core_kind::intel;
     const permute_plan plan = plan_permute(streamed, 2);
@@ -2009,9 +2014,42 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
     EXPECT_EQ(kernel_name(plan), intel ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512") << describe(plan);
     EXPECT_EQ(kernel_name(plan_permute(far, 2)), "copy_joined_runs_streaming_far_avx512");
     EXPECT_EQ(kernel_name(plan_permute(in_cache, 2)), "copy_runs_avx512");
+    EXPECT_EQ(kernel_name(plan_permute(long_runs, 1)), intel ? "copy_x1024_avx512" : "copy_runs_streaming_avx512");
+    EXPECT_EQ(kernel_name(plan_permute(short_runs, 1)), "copy_short_runs_streaming_avx512");
     if (intel) {
       std::mt19937_64 rng(41);
       expect_matches_naive_on_one_and_two_threads(streamed, plan, 2, rng);
+    }
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  set_max_isa(isa::avx512vbmi);
+}
+
+// d2s NCHW DCR b2 C4 of 4-byte elements, [1, 16, H, W] -> [1, 4, 2H, 2W]: an AVX-512 2-way
+// interleave. Of 16 MiB it is planned for the cache on Intel's cores
+// (plans_streamed_interleave_for_the_cache) and streams elsewhere; of 64 MiB or more it streams
+// everywhere.
+TEST(PermutePlan, IntelPlansStreamedInterleavesForTheCacheBelow64MiB) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto depth_to_space = [](std::int64_t size) {
+    return packed_transpose({1, 2, 2, 4, size, size}, {0, 3, 4, 1, 5, 2}, 4);
+  };
+  const auto streamed = depth_to_space(512);  // 16 MiB
+  const auto far = depth_to_space(1100);      // 74 MiB
+  set_max_isa(isa::avx512);
+  for (runtime::core_kind cores : every_core_kind) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    const bool intel = cores == runtime::core_kind::intel;
+    const permute_plan plan = plan_permute(streamed, 4);
+    ASSERT_TRUE(plan.shuffle && plan.shuffle->interleave) << describe(plan);
+    EXPECT_EQ(plan.shuffle->level, isa::avx512) << describe(plan);
+    EXPECT_EQ(plan.streams, !intel) << describe(plan);
+    EXPECT_EQ(plan.shuffle->repeat.streaming, !intel) << describe(plan);
+    const permute_plan far_plan = plan_permute(far, 4);
+    EXPECT_TRUE(far_plan.streams) << describe(far_plan);
+    if (intel) {
+      std::mt19937_64 rng(43);
+      expect_matches_naive_on_one_and_two_threads(streamed, plan, 4, rng);
     }
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it

@@ -347,17 +347,26 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
 
-// Where run copies of runs under a line write an output that streams with ordinary stores: on
-// Intel's cores, below far_past_the_cache. There the output stays in the last-level cache, where
-// joining the runs into streamed lines (copy_joined_runs_streaming) sends it to memory. On an Intel
-// Xeon with AMX (2 vCPUs), each of the 68 such cells of the 16 MiB grid planned both ways in one
-// process (bench/plan_ab, both orders): 1.10x / 1.09x on one / two threads, 23 / 20 cells faster
-// by over 4% (d2s channels-last K = 3 and NHWC DCR, 1.05-1.82x; d2s channels-last K = 3 DCR b2 C3
-// of 8-byte elements 1.82x), one slower (0.77x on two threads, s2d NHWC DCR b2 C3 of 4-byte
-// elements, whose tiles the joining kernel copied the ordinary way too). A Zen 4 had measured the
-// joined runs 1.42x at 16 MiB (see min_joined_run_bytes), so other cores keep them.
-bool copies_short_runs_into_the_cache(const permute_plan& plan) {
-  return plan.width < 64 && !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
+// Where run copies write an output that streams with ordinary stores: on Intel's cores, below
+// far_past_the_cache, but for runs of 65-127 bytes. There the output stays in the last-level cache,
+// where streaming stores send it to memory. On an Intel Xeon with AMX (2 vCPUs):
+// - runs under a line (joined into streamed lines by copy_joined_runs_streaming where their tiles
+//   read one source stream): each of the 68 such cells of the 16 MiB grid planned both ways in one
+//   process (bench/plan_ab, both orders), 1.10x / 1.09x on one / two threads, 23 / 20 cells faster
+//   by over 4% (d2s channels-last K = 3 and NHWC DCR, 1.05-1.82x; d2s channels-last K = 3 DCR b2
+//   C3 of 8-byte elements 1.82x), one slower (0.77x on two threads, s2d NHWC DCR b2 C3 of 4-byte
+//   elements, whose tiles the joining kernel copied the ordinary way too). A Zen 4 had measured
+//   the joined runs 1.42x at 16 MiB (see min_joined_run_bytes), so other cores keep them.
+// - runs of a line or more: a quarter of the 162 run-copy cells of the 16 MiB grid (any run
+//   length), each alone in alternate processes of regrid bench, twice: runs of 128 bytes or more
+//   1.09x / 1.10x on one / two threads (31 cells, the least 1.03x), of 64 bytes 1.11x / 1.11x (3),
+//   of 65-127 bytes 0.99x / 0.99x (7, 0.93-1.06x), which keep streaming.
+constexpr std::int64_t min_short_streamed_run_bytes = 65;
+constexpr std::int64_t max_short_streamed_run_bytes = 127;
+bool copies_runs_into_the_cache(const permute_plan& plan) {
+  const auto run = static_cast<std::int64_t>(plan.width);
+  const bool short_streamed = run >= min_short_streamed_run_bytes && run <= max_short_streamed_run_bytes;
+  return !short_streamed && !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
 }
 
 // Where the source-order walks (walks_source_order for de-interleave runs of 1 KiB or more,
@@ -1413,6 +1422,23 @@ bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
   return takes_amd_rules(cores) || cores == runtime::core_kind::intel;
 }
 
+// Interleaves whose output streams but stays under 64 MiB are planned for the cache (ordinary
+// stores) on Intel's cores, where their plan, made for the streamed output, is an AVX-512 one
+// that does not transpose blocks. The output then stays in the last-level cache, where streaming
+// stores send it to memory. On an Intel Xeon with AMX (2 vCPUs), half of the 506 cells of the
+// 16 MiB grid this changes (every other), each planned both ways in one process (bench/plan_ab,
+// both orders): 1.31x / 1.29x on one / two threads, 241 / 233 faster by over 4% (1.06-2.15x), 3 / 4
+// slower (staged 3-way interleaves of bytes 0.88x, staged 8-way ones 0.85x on two threads). In
+// regrid bench, with every plan under 64 MiB made for the cache (a fifth of the 1401 cells that
+// changes, alternate processes, twice), the AVX-512 interleaves had gained 1.05-1.15x per kind on
+// one and two threads, where the AVX2 level's (0.85-0.98x) and the 2- to 4-way de-interleaves
+// (0.91-1.0x, the least 0.5x) lost: those keep their streamed plans.
+bool plans_streamed_interleave_for_the_cache(const permute_plan& plan) {
+  return plan.shuffle && plan.shuffle->interleave && !plan.shuffle->transposes && plan.shuffle->level >= isa::avx512 &&
+         output_streams(plan) && !far_past_the_cache(plan) &&
+         runtime::planning_core_kind() == runtime::core_kind::intel;
+}
+
 // AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Intel's cores,
 // in the cache: interleaves of 3 ways of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of
 // both, 16-way ones of 1- and 2-byte lanes, and staged 4-way ones of bytes; staged 8-way
@@ -1786,7 +1812,9 @@ bool sinks_streamed_deinterleave_rows(const permute_plan& plan) {
 
 }  // namespace
 
-permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
+namespace {
+
+permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan = plan_permute_unsplit(axes, element_bytes);
   // The rest of the planning (the AVX2 level's plans below included) is for the cache once this
   // switches it there.
@@ -1859,6 +1887,17 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
+  return plan;
+}
+
+}  // namespace
+
+permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
+  permute_plan plan = plan_permute_at_every_level(axes, element_bytes);
+  if (plans_streamed_interleave_for_the_cache(plan)) {
+    planning_for_the_cache = true;  // plan_permute_at_every_level resets it
+    plan = plan_permute_at_every_level(axes, element_bytes);
+  }
   return plan;
 }
 
@@ -1970,10 +2009,10 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // the tile reads part of each source row, another outer position the rest (d2s channels-last
   // K = 3 DCR, 7 cells), streaming gained 1.22-1.38x on one thread but lost 0.85-0.99x on two; where
   // no tile axis steps by a line (s2d channels-last K = 3 b8), the benchmark's ratio fell 0.85-0.93x.
-  plan.kernel = tile_kernel_for_isa(plan.width,
-                                    output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)) &&
-                                        !copies_short_runs_into_the_cache(plan),
-                                    far_past_the_cache(plan));
+  plan.kernel = tile_kernel_for_isa(
+      plan.width,
+      output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)) && !copies_runs_into_the_cache(plan),
+      far_past_the_cache(plan));
   if (transpose && plan.row.src_stride == 8) {
     plan.kernel = transpose_tile_kernel_avx512();
   } else if (plan.width == 8 && planning_isa() >= isa::avx512) {
