@@ -2025,31 +2025,49 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   set_max_isa(isa::avx512vbmi);
 }
 
-// d2s NCHW DCR b2 C4 of 4-byte elements, [1, 16, H, W] -> [1, 4, 2H, 2W]: an AVX-512 2-way
-// interleave. Of 16 MiB it is planned for the cache on Intel's cores
-// (plans_streamed_interleave_for_the_cache) and streams elsewhere; of 64 MiB or more it streams
-// everywhere.
-TEST(PermutePlan, IntelPlansStreamedInterleavesForTheCacheBelow64MiB) {
+// Shuffles planned for the cache on Intel's cores below 64 MiB (plans_streamed_shuffle_for_the_cache):
+// d2s NCHW DCR b2 C4 of 4-byte elements, [1, 16, H, W] -> [1, 4, 2H, 2W], an AVX-512 2-way
+// interleave, and s2d NCHW DCR b8 C1 of 4-byte elements, [1, 1, 8H, 8W] -> [1, 64, H, W], an
+// 8-way de-interleave. Of 16 MiB they stream elsewhere; of 64 MiB or more they stream everywhere.
+// s2d NCHW DCR b4 (a 4-way de-interleave) streams at 16 MiB everywhere.
+TEST(PermutePlan, IntelPlansStreamedShufflesForTheCacheBelow64MiB) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto depth_to_space = [](std::int64_t size) {
     return packed_transpose({1, 2, 2, 4, size, size}, {0, 3, 4, 1, 5, 2}, 4);
   };
-  const auto streamed = depth_to_space(512);  // 16 MiB
-  const auto far = depth_to_space(1100);      // 74 MiB
+  auto space_to_depth = [](std::int64_t size, std::int64_t b) {
+    return packed_transpose({1, 1, size, b, size, b}, {0, 3, 5, 1, 2, 4}, 4);
+  };
+  struct shuffle_case {
+    const char* what;
+    std::vector<permute_axis> streamed;  // 16 MiB
+    std::vector<permute_axis> far;       // 64 MiB or more
+    bool interleave;
+    std::size_t ways;
+    bool cached_on_intel;
+  };
+  const shuffle_case cases[] = {
+      {"d2s NCHW b2", depth_to_space(512), depth_to_space(1100), true, 2, true},
+      {"s2d NCHW b8", space_to_depth(256, 8), space_to_depth(530, 8), false, 8, true},
+      {"s2d NCHW b4", space_to_depth(512, 4), space_to_depth(1100, 4), false, 4, false},
+  };
   set_max_isa(isa::avx512);
-  for (runtime::core_kind cores : every_core_kind) {
-    runtime::plan_for_core_kind_for_testing(cores);
-    const bool intel = cores == runtime::core_kind::intel;
-    const permute_plan plan = plan_permute(streamed, 4);
-    ASSERT_TRUE(plan.shuffle && plan.shuffle->interleave) << describe(plan);
-    EXPECT_EQ(plan.shuffle->level, isa::avx512) << describe(plan);
-    EXPECT_EQ(plan.streams, !intel) << describe(plan);
-    EXPECT_EQ(plan.shuffle->repeat.streaming, !intel) << describe(plan);
-    const permute_plan far_plan = plan_permute(far, 4);
-    EXPECT_TRUE(far_plan.streams) << describe(far_plan);
-    if (intel) {
-      std::mt19937_64 rng(43);
-      expect_matches_naive_on_one_and_two_threads(streamed, plan, 4, rng);
+  for (const shuffle_case& c : cases) {
+    for (runtime::core_kind cores : every_core_kind) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      const bool cached = c.cached_on_intel && cores == runtime::core_kind::intel;
+      const permute_plan plan = plan_permute(c.streamed, 4);
+      ASSERT_TRUE(plan.shuffle && plan.shuffle->interleave == c.interleave) << c.what << ": " << describe(plan);
+      EXPECT_EQ(plan.shuffle->offsets.size(), c.ways) << c.what << ": " << describe(plan);
+      EXPECT_EQ(plan.shuffle->level, isa::avx512) << c.what << ": " << describe(plan);
+      EXPECT_EQ(plan.streams, !cached) << c.what << ": " << describe(plan);
+      EXPECT_EQ(plan.shuffle->repeat.streaming, !cached) << c.what << ": " << describe(plan);
+      const permute_plan far_plan = plan_permute(c.far, 4);
+      EXPECT_TRUE(far_plan.streams) << c.what << ": " << describe(far_plan);
+      if (cached) {
+        std::mt19937_64 rng(43);
+        expect_matches_naive_on_one_and_two_threads(c.streamed, plan, 4, rng);
+      }
     }
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it

@@ -1422,21 +1422,27 @@ bool plans_streamed_deinterleaves_for_the_cache(runtime::core_kind cores) {
   return takes_amd_rules(cores) || cores == runtime::core_kind::intel;
 }
 
-// Interleaves whose output streams but stays under 64 MiB are planned for the cache (ordinary
-// stores) on Intel's cores, where their plan, made for the streamed output, is an AVX-512 one
-// that does not transpose blocks. The output then stays in the last-level cache, where streaming
-// stores send it to memory. On an Intel Xeon with AMX (2 vCPUs), half of the 506 cells of the
-// 16 MiB grid this changes (every other), each planned both ways in one process (bench/plan_ab,
-// both orders): 1.31x / 1.29x on one / two threads, 241 / 233 faster by over 4% (1.06-2.15x), 3 / 4
-// slower (staged 3-way interleaves of bytes 0.88x, staged 8-way ones 0.85x on two threads). In
-// regrid bench, with every plan under 64 MiB made for the cache (a fifth of the 1401 cells that
+// Interleaves, and de-interleaves of 8 ways or more, whose output streams but stays under 64 MiB
+// are planned for the cache (ordinary stores) on Intel's cores, where their plan, made for the
+// streamed output, is an AVX-512 one that does not transpose blocks. The output then stays in the
+// last-level cache, where streaming stores send it to memory. On an Intel Xeon with AMX (2 vCPUs),
+// each planned both ways in one process (bench/plan_ab, both orders), one / two threads:
+// - interleaves: half of the 506 cells of the 16 MiB grid this changes (every other), 1.31x /
+//   1.29x, 241 / 233 faster by over 4% (1.06-2.15x), 3 / 4 slower (staged 3-way interleaves of
+//   bytes 0.88x, staged 8-way ones 0.85x on two threads);
+// - de-interleaves of 8-16 ways: the 126 cells, 1.53x / 1.48x, 105 / 104 faster, 2 / 1 slower
+//   (staged ones of 2-byte lanes, 0.91-0.96x); in regrid bench, alternate processes, twice, 1.08x /
+//   1.09x (78 / 86 faster, 2 / 5 slower, the least 0.94x: s2d channels-last K = 3 CRD).
+// With every plan under 64 MiB made for the cache (regrid bench, a fifth of the 1401 cells that
 // changes, alternate processes, twice), the AVX-512 interleaves had gained 1.05-1.15x per kind on
 // one and two threads, where the AVX2 level's (0.85-0.98x) and the 2- to 4-way de-interleaves
 // (0.91-1.0x, the least 0.5x) lost: those keep their streamed plans.
-bool plans_streamed_interleave_for_the_cache(const permute_plan& plan) {
-  return plan.shuffle && plan.shuffle->interleave && !plan.shuffle->transposes && plan.shuffle->level >= isa::avx512 &&
-         output_streams(plan) && !far_past_the_cache(plan) &&
-         runtime::planning_core_kind() == runtime::core_kind::intel;
+constexpr std::size_t min_cached_deinterleave_ways_on_intel = 8;
+bool plans_streamed_shuffle_for_the_cache(const permute_plan& plan) {
+  return plan.shuffle &&
+         (plan.shuffle->interleave || plan.shuffle->offsets.size() >= min_cached_deinterleave_ways_on_intel) &&
+         !plan.shuffle->transposes && plan.shuffle->level >= isa::avx512 && output_streams(plan) &&
+         !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
 }
 
 // AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Intel's cores,
@@ -1894,7 +1900,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
 
 permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t element_bytes) {
   permute_plan plan = plan_permute_at_every_level(axes, element_bytes);
-  if (plans_streamed_interleave_for_the_cache(plan)) {
+  if (plans_streamed_shuffle_for_the_cache(plan)) {
     planning_for_the_cache = true;  // plan_permute_at_every_level resets it
     plan = plan_permute_at_every_level(axes, element_bytes);
   }
