@@ -361,6 +361,7 @@ bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= m
 //   length), each alone in alternate processes of regrid bench, twice: runs of 128 bytes or more
 //   1.09x / 1.10x on one / two threads (31 cells, the least 1.03x), of 64 bytes 1.11x / 1.11x (3),
 //   of 65-127 bytes 0.99x / 0.99x (7, 0.93-1.06x), which keep streaming.
+// The runs copy_short_runs_streaming takes (see run_tile_kernel_avx512).
 constexpr std::int64_t min_short_streamed_run_bytes = 65;
 constexpr std::int64_t max_short_streamed_run_bytes = 127;
 bool copies_runs_into_the_cache(const permute_plan& plan) {
