@@ -1994,7 +1994,8 @@ TEST(PermutePlan, IntelStreamsLongDeinterleaveRowsRowByRowFarPastTheCache) {
 // streaming kernel of runs under a line, which joins such tiles only far past the cache
 // (copy_joined_runs_streaming_far); below that Intel's cores copy them with ordinary stores
 // (copies_runs_into_the_cache), as they do runs of 128 bytes (C = 64 of bytes, b = 2) but not runs
-// of 65-127 (C = 48). In the cache, the ordinary copy everywhere.
+// of 65-127 (C = 48). In the cache, the ordinary copy everywhere. The AVX2 level's kernel for
+// 160-byte runs into outputs that stream (a vector loop) stays on Intel's cores.
 TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto space_to_depth = [](std::int64_t size, std::int64_t b, std::int64_t channels, std::size_t width) {
@@ -2020,6 +2021,11 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
       std::mt19937_64 rng(41);
       expect_matches_naive_on_one_and_two_threads(streamed, plan, 2, rng);
     }
+  }
+  set_max_isa(isa::avx2);
+  for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::intel}) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    EXPECT_EQ(kernel_name(plan_permute(space_to_depth(230, 2, 80, 1), 1)), "copy_runs_vector_loop_avx2");
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);

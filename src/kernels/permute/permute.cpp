@@ -364,10 +364,12 @@ bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= m
 // The runs copy_short_runs_streaming takes (see run_tile_kernel_avx512).
 constexpr std::int64_t min_short_streamed_run_bytes = 65;
 constexpr std::int64_t max_short_streamed_run_bytes = 127;
+// The AVX2 level's run copies do not stream, so they keep their kernels.
 bool copies_runs_into_the_cache(const permute_plan& plan) {
   const auto run = static_cast<std::int64_t>(plan.width);
   const bool short_streamed = run >= min_short_streamed_run_bytes && run <= max_short_streamed_run_bytes;
-  return !short_streamed && !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
+  return !short_streamed && !far_past_the_cache(plan) && planning_isa() >= isa::avx512 &&
+         runtime::planning_core_kind() == runtime::core_kind::intel;
 }
 
 // Where the source-order walks (walks_source_order for de-interleave runs of 1 KiB or more,
