@@ -1989,6 +1989,54 @@ TEST(PermutePlan, IntelStreamsLongDeinterleaveRowsRowByRowFarPastTheCache) {
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }
 
+// Far past the cache, de-interleaves whose ways' rows are too short to stream one by one but
+// continue one another along the call's repeat stream them through line sinks
+// (streams_short_rows_through_line_sinks): s2d channels-first K = 3 DCR b2 of bytes, [1, 1, 2D,
+// 2H, 2W] -> [1, 8, D, H, W], each call a source row block whose 2 x 2 rows of 323 bytes continue
+// 4 planes (269 MiB). Not at 16 MiB (rows of 129 bytes), not at the AVX2 level (no sinks). The
+// same of 2-byte elements (68 MiB, rows of 322 bytes) against the naive permute on one and two
+// threads, and into an output 16 bytes off a line.
+TEST(PermutePlan, ShortDeinterleaveRowsStreamThroughLineSinksFarPastTheCache) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto space_to_depth = [](std::int64_t depth, std::int64_t height, std::int64_t width, std::int64_t bytes) {
+    return packed_transpose({depth, 2, height, 2, width, 2}, {1, 3, 5, 0, 2, 4}, bytes);
+  };
+  auto streams = [](const std::vector<permute_axis>& axes, std::size_t width) {
+    const permute_plan plan = plan_permute(axes, width);
+    EXPECT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy == nullptr)
+        << describe(plan);
+    return plan.shuffle && plan.shuffle->repeat.streaming;
+  };
+  const auto far = space_to_depth(323, 323, 323, 1);
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    EXPECT_TRUE(streams(far, 1)) << to_string(cap);
+    const permute_plan plan = plan_permute(far, 1);
+    EXPECT_TRUE(plan.shuffle && plan.shuffle->repeat.sinks_rows) << describe(plan);
+    EXPECT_FALSE(streams(space_to_depth(126, 126, 129, 1), 1)) << to_string(cap);
+  }
+  set_max_isa(isa::avx2);
+  EXPECT_FALSE(streams(far, 1));
+  set_max_isa(isa::avx512vbmi);
+  const auto two_byte = space_to_depth(162, 162, 161, 2);
+  const permute_plan plan = plan_permute(two_byte, 2);
+  ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.streaming) << describe(plan);
+  std::mt19937_64 rng(71);
+  expect_matches_naive_on_one_and_two_threads(two_byte, plan, 2, rng);
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+  permute_naive(two_byte, src.data(), expected.data(), 2);
+  std::vector<std::byte> storage(src.size() + 128, std::byte{0x5A});
+  std::byte* off_line = line_start(storage) + 16;
+  run_permute(plan, src.data(), off_line, 1);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), off_line)) << describe(plan);
+  EXPECT_TRUE(std::all_of(line_start(storage), off_line, [](std::byte v) { return v == std::byte{0x5A}; }));
+  EXPECT_TRUE(std::all_of(off_line + src.size(), line_start(storage) + src.size() + 64,
+                          [](std::byte v) { return v == std::byte{0x5A}; }));
+}
+
 // s2d NHWC DCR b3 C3 of 2-byte elements, [1, 3H, 3W, 3] -> [1, H, W, 27]: 18-byte runs that
 // continue the output, read from three input rows in turn. Where the output streams they take the
 // streaming kernel of runs under a line, which joins such tiles only far past the cache

@@ -604,6 +604,8 @@ void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t se
 // in the source with destination stride B * width. De-interleave: the same with the roles of
 // source and destination swapped. The order in which the other axes are walked does not change
 // the result, so they become the outer axes as they are.
+bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below, with rows_fit_line_sinks
+
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
   const std::size_t none = axes.size();
@@ -794,6 +796,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->interleave = best->interleave;
   plan.shuffle->level = kernel.level;
   plan.shuffle->transposes = kernel.transposes;
+  if (streams_short_rows_through_line_sinks(plan)) plan.shuffle->repeat.streaming = true;
   return true;
 }
 
@@ -1718,6 +1721,35 @@ bool rows_fit_line_sinks(const permute_plan& plan) {
   return ways <= max_sunk_deinterleave_ways &&
          (tile.repeat.inner.dst_stride == row ||
           (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+}
+
+// Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
+// by one (under streamed_deinterleave_run_bytes) and start off cache lines stream them all the
+// same where the rows continue one another along the call's repeat, each way (and inner position)
+// as one output through a line sink (rows_fit_line_sinks). With ordinary stores each line of a
+// 256 MiB output was read from memory before it was written. s2d channels-first K = 3 walks so
+// (each call a source row block of b rows, whose ways go to b x b planes), and s2d NCHW b8 of
+// 2-byte elements. On an Intel Xeon with AMX (2 vCPUs), each grid cell this changes planned both
+// ways in one process (bench/plan_ab, three alternations, both orders): at 256 MiB the 80 cells
+// 1.19x / 1.17x on one / two threads, every one faster by over 4% on one thread (1.06-1.58x;
+// s2d channels-first K = 3 CRD b8 C4 of 8-byte elements 0.33 -> 0.53 of memcpy, b2 of bytes
+// 1.27x), 77 on two, none slower; into outputs 16 bytes off a line (--dst-offset 16) half of
+// them 1.16x, all faster; at the avx512 level without VBMI 40 of them 1.15x (31 faster, none
+// slower; its byte rows do not join and keep ordinary stores); regrid bench, the two binaries in
+// alternate processes, twice: the 74 channels-first K = 3 cells 1.19x on one thread (mean ratio
+// 0.52 -> 0.61), the 6 NCHW ones 1.05-1.30x, the cells around them 1.00x. At 64 MiB the 82 cells 1.04x
+// (31 faster, 5 slower: 8-way ones, 0.86-0.93x). At 16 MiB, where the output stays in this
+// Xeon's last-level cache, the same lost 0.65x (61 of 81 cells slower). Unmeasured on AMD's cores.
+// Rows under a line, and wide lanes (16 and 32 bytes), have no sinks (b_way); staged plans stream
+// their far rows already.
+constexpr std::int64_t min_sunk_short_row_bytes = 64;
+constexpr std::size_t max_sunk_lane_bytes = 8;
+bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  return !tile.interleave && !tile.repeat.streaming && !tile.transposes && !tile.repeat.assembled &&
+         tile.segment_copy.copy == nullptr && tile.level >= isa::avx512 && plan.width <= max_sunk_lane_bytes &&
+         output_streams(plan) && far_past_the_cache(plan) && way_row_bytes(plan) >= min_sunk_short_row_bytes &&
+         rows_fit_line_sinks(plan);
 }
 
 // Streamed de-interleaves of 2-4 ways that are not staged prefetch their source 8 KiB ahead into
