@@ -545,15 +545,15 @@ TEST(PermuteRun, StreamingContinuingDeinterleaveRowsMatch) {
 }
 
 // De-interleaves whose ways' rows continue along the outer repeat, the inner positions apart
-// (s2d NCHW in the source's order): one line sink per inner position and way, up to 16, where the
-// rows do not start on lines, and row by row where the plan says so (shuffle_repeat::sinks_rows).
-// P inner positions of B ways, rows of under a line to several, at destinations whose planes sit
-// at every offset within a line.
+// (s2d NCHW in the source's order): one line sink per inner position and way, up to 16 (64 where
+// the repeat allows it: 8 positions of 8 ways), where the rows do not start on lines, and row by
+// row where the plan says so (shuffle_repeat::sinks_rows). P inner positions of B ways, rows of
+// under a line to several, at destinations whose planes sit at every offset within a line.
 TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(43);
   for_each_register_shuffle(false, [&](shuffle_fn fn, std::int64_t b, std::int64_t width) {
-    for (std::int64_t positions : {1, 2, 4}) {
+    for (std::int64_t positions : {1, 2, 4, 8}) {
       for (std::int64_t length : {64 / width, 300 / width + 1}) {
         for (std::int64_t variant = 0; variant < 8; ++variant) {
           const std::int64_t misalign = std::array<std::int64_t, 4>{0, 2, 16, 48}[variant % 4];
@@ -570,6 +570,7 @@ TEST(PermuteRun, StreamingDeinterleaveRowBlocksMatch) {
           repeat.inner = {positions, src_inner, plane};
           repeat.streaming = true;
           repeat.sinks_rows = sinks_rows;
+          if (positions * b > max_sunk_deinterleave_rows) repeat.most_sunk_rows = max_far_sunk_deinterleave_rows;
           std::vector<std::byte> src(static_cast<std::size_t>(outer * src_outer));
           for (auto& v : src) v = static_cast<std::byte>(rng());
           const std::int64_t dst_span = b * positions * plane + misalign + 128;
@@ -1210,6 +1211,23 @@ void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes
 void expect_matches_naive_on_one_and_two_threads(const std::vector<permute_axis>& axes, const permute_plan& plan,
                                                  std::int64_t width, std::mt19937_64& rng) {
   expect_matches_naive_on_thread_counts(axes, plan, width, rng, 2);
+}
+
+// The plan run on one thread into an output 16 bytes past a cache line (numpy's alignment), the
+// bytes around it untouched.
+void expect_matches_naive_off_a_line(const std::vector<permute_axis>& axes, const permute_plan& plan,
+                                     std::int64_t width, std::mt19937_64& rng) {
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
+  for (auto& v : src) v = static_cast<std::byte>(rng());
+  std::vector<std::byte> expected(src.size(), std::byte{0x5A});
+  permute_naive(axes, src.data(), expected.data(), width);
+  std::vector<std::byte> storage(src.size() + 128, std::byte{0x5A});
+  std::byte* const off_line = line_start(storage) + 16;
+  run_permute(plan, src.data(), off_line, 1);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), off_line)) << describe(plan);
+  auto untouched = [](std::byte v) { return v == std::byte{0x5A}; };
+  EXPECT_TRUE(std::all_of(line_start(storage), off_line, untouched));
+  EXPECT_TRUE(std::all_of(off_line + src.size(), line_start(storage) + src.size() + 64, untouched));
 }
 
 // Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
@@ -2024,17 +2042,54 @@ TEST(PermutePlan, ShortDeinterleaveRowsStreamThroughLineSinksFarPastTheCache) {
   ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.streaming) << describe(plan);
   std::mt19937_64 rng(71);
   expect_matches_naive_on_one_and_two_threads(two_byte, plan, 2, rng);
-  std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
-  for (auto& v : src) v = static_cast<std::byte>(rng());
-  std::vector<std::byte> expected(src.size(), std::byte{0x5A});
-  permute_naive(two_byte, src.data(), expected.data(), 2);
-  std::vector<std::byte> storage(src.size() + 128, std::byte{0x5A});
-  std::byte* off_line = line_start(storage) + 16;
-  run_permute(plan, src.data(), off_line, 1);
-  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), off_line)) << describe(plan);
-  EXPECT_TRUE(std::all_of(line_start(storage), off_line, [](std::byte v) { return v == std::byte{0x5A}; }));
-  EXPECT_TRUE(std::all_of(off_line + src.size(), line_start(storage) + src.size() + 64,
-                          [](std::byte v) { return v == std::byte{0x5A}; }));
+  expect_matches_naive_off_a_line(two_byte, plan, 2, rng);
+}
+
+// Far past the cache, 8-way de-interleaves that would stage walk the source in order instead, each
+// of their 64 rows per call through a line sink (far_sunk_row_blocks_repeat): s2d channels-first
+// K = 3 DCR b8 of bytes, [1, 1, 8D, 8H, 8W] -> [1, 512, D, H, W] with rows of 81 bytes (259 MiB).
+// Staged at 18 MiB (rows of 65 bytes), and of bytes at the avx512 level without VBMI (its sinks do
+// not join byte rows), where those of 2-byte elements with rows of 80 bytes (66 MiB) sink. Not for
+// b4 (16 sinks: the staged plan or the plain sinks). The 2-byte one against the naive permute on
+// one and two threads, and into an output 16 bytes off a line.
+TEST(PermutePlan, EightWayDeinterleavesFarPastTheCacheSinkTheirRowBlocksInSourceOrder) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto space_to_depth = [](std::int64_t size, std::int64_t width_blocks, std::int64_t b, std::int64_t bytes) {
+    return packed_transpose({size, b, size, b, width_blocks, b}, {1, 3, 5, 0, 2, 4}, bytes);
+  };
+  auto sinks_blocks = [](const std::vector<permute_axis>& axes, std::size_t width) {
+    const permute_plan plan = plan_permute(axes, width);
+    EXPECT_TRUE(plan.shuffle && !plan.shuffle->interleave) << describe(plan);
+    const bool sinks = plan.shuffle && plan.shuffle->repeat.most_sunk_rows == max_far_sunk_deinterleave_rows;
+    if (sinks) {
+      const shuffle_repeat& repeat = plan.shuffle->repeat;
+      EXPECT_TRUE(plan.shuffle->segment_copy.copy == nullptr && repeat.streaming && repeat.by_source &&
+                  repeat.inner.extent == 8 &&
+                  repeat.outer.dst_stride == plan.shuffle->run.extent * static_cast<std::int64_t>(plan.width))
+          << describe(plan);
+      for (std::size_t k = 1; k < plan.outer.size(); ++k) {
+        EXPECT_GT(plan.outer[k - 1].src_stride, plan.outer[k].src_stride) << describe(plan);
+      }
+    }
+    return sinks;
+  };
+  const auto bytes = space_to_depth(81, 81, 8, 1);
+  if (detected_isa() >= isa::avx512vbmi) {
+    set_max_isa(isa::avx512vbmi);
+    EXPECT_TRUE(sinks_blocks(bytes, 1));
+    EXPECT_FALSE(sinks_blocks(space_to_depth(24, 65, 8, 1), 1));
+    EXPECT_FALSE(sinks_blocks(space_to_depth(161, 161, 4, 1), 1));
+  }
+  set_max_isa(isa::avx512);
+  EXPECT_FALSE(sinks_blocks(bytes, 1));
+  const auto two_byte = space_to_depth(41, 40, 8, 2);
+  EXPECT_TRUE(sinks_blocks(two_byte, 2));
+  set_max_isa(isa::avx512vbmi);
+  const permute_plan plan = plan_permute(two_byte, 2);
+  ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.most_sunk_rows == max_far_sunk_deinterleave_rows) << describe(plan);
+  std::mt19937_64 rng(73);
+  expect_matches_naive_on_one_and_two_threads(two_byte, plan, 2, rng);
+  expect_matches_naive_off_a_line(two_byte, plan, 2, rng);
 }
 
 // s2d NHWC DCR b3 C3 of 2-byte elements, [1, 3H, 3W, 3] -> [1, H, W, 27]: 18-byte runs that

@@ -520,6 +520,55 @@ std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, ax
   return repeat;
 }
 
+// Line sinks take rows of a line or more, of lanes up to 8 bytes (b_way).
+constexpr std::int64_t min_sunk_short_row_bytes = 64;
+constexpr std::size_t max_sunk_lane_bytes = 8;
+
+// Far past the cache, 8-way de-interleaves that would stage, and whose rows (a line or more)
+// continue one another along the source's order in more rows per call than
+// max_sunk_deinterleave_rows, walk the source in order instead, unstaged, each row through a line
+// sink (b_way_sunk_row_blocks, up to max_far_sunk_deinterleave_rows of them): s2d channels-first
+// K = 3 b8, each of whose input row blocks of 8 rows goes to 64 output planes. The staged walk
+// writes 8 planes at a time, in the destination's order, which reads one input row in 8 (the rest
+// on 7 later passes) in an order the hardware prefetchers do not follow. On an Intel Xeon with AMX
+// (2 vCPUs), the 8 such cells of the 256 MiB grid planned both ways in one process (bench/plan_ab,
+// three alternations, both orders): 1.24-1.80x on one thread (geometric mean 1.45x; s2d
+// channels-first K = 3 CRD b8 C16 of 4-byte elements 0.36 -> 0.64 of memcpy), 1.43x on two, 1.22x
+// into outputs 16 bytes off a line, none slower; regrid bench, the binaries in alternate processes,
+// twice: 1.39x / 1.40x on one / two threads (the least 1.18x; mean ratio 0.37 -> 0.52 and
+// 0.65 -> 0.92), and at the avx512 level without VBMI the 6 of 2-byte lanes and wider 1.17-1.78x.
+// The same walk for 2- and 3-way ones (4 and 9 sinks, within the old limit) went both ways
+// (0.95-1.16x over 6 cells), and 64 sinks for the plain walk of s2d NCHW b8 lost up to 0.81x:
+// those keep their plans. Unmeasured on AMD's cores. Returns the repeat, with `rest` left in the
+// walk's order; none (`rest` untouched) where the staged plan stays.
+std::optional<shuffle_repeat> far_sunk_row_blocks_repeat(const permute_plan& plan, const shuffle_choice& kernel,
+                                                         bool interleave, axis_list& rest, std::int64_t run_bytes,
+                                                         std::int64_t ways, bool long_output_runs) {
+  // Below VBMI the sinks shift rows by 2-byte steps only (join_bytes): rows of bytes would fall
+  // back to ordinary stores (0.73-0.83x at the avx512 level, against 1.17-1.78x for the others).
+  const bool joins_rows = plan.width > 1 || kernel.level >= isa::avx512vbmi;
+  if (interleave || kernel.transposes || kernel.level < isa::avx512 || !joins_rows ||
+      plan.width > max_sunk_lane_bytes || !output_streams(plan) || !far_past_the_cache(plan) ||
+      ways != max_sunk_deinterleave_ways || run_bytes < min_sunk_short_row_bytes) {
+    return std::nullopt;
+  }
+  axis_list by_source = rest;
+  shuffle_repeat repeat = take_source_order_repeat(by_source, run_bytes, ways, long_output_runs);
+  if (repeat.outer.extent == 1 && !by_source.empty() && by_source.back().dst_stride == run_bytes) {
+    repeat.outer = by_source.back();
+    by_source.pop_back();
+  }
+  const std::int64_t sinks = ways * repeat.inner.extent;
+  if (repeat.outer.dst_stride != run_bytes || sinks <= max_sunk_deinterleave_rows ||
+      sinks > max_far_sunk_deinterleave_rows) {
+    return std::nullopt;
+  }
+  repeat.streaming = true;
+  repeat.most_sunk_rows = max_far_sunk_deinterleave_rows;
+  rest = std::move(by_source);
+  return repeat;
+}
+
 // Whether a shuffle of runs of `run_bytes` stages: `stages_by_default` is the rule for AVX-512
 // and SSE2 kernels, which the AVX2 ones (see staged_avx2_interleave_run_bytes) keep for many ways
 // and, in the cache, for odd ones.
@@ -744,8 +793,14 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     direct.assembled = true;
     direct.streaming = false;  // the assembling kernel stores whole vectors in place
   }
-  const bool staged = would_stage && !assembled;
-  if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
+  const std::optional<shuffle_repeat> sunk_row_blocks =
+      would_stage && !assembled
+          ? far_sunk_row_blocks_repeat(plan, kernel, best->interleave, rest, run_bytes, ways, long_output_runs)
+          : std::nullopt;
+  const bool staged = would_stage && !assembled && !sunk_row_blocks;
+  if (sunk_row_blocks) {
+    tile.repeat = *sunk_row_blocks;
+  } else if (const std::optional<permute_axis> inner = staged ? take_continuing(run_bytes) : std::nullopt) {
     tile.repeat.inner = *inner;
     if (const std::optional<permute_axis> outer = take_continuing(inner->extent * run_bytes))
       tile.repeat.outer = *outer;
@@ -1720,7 +1775,7 @@ bool rows_fit_line_sinks(const permute_plan& plan) {
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   return ways <= max_sunk_deinterleave_ways &&
          (tile.repeat.inner.dst_stride == row ||
-          (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= max_sunk_deinterleave_rows));
+          (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= tile.repeat.most_sunk_rows));
 }
 
 // Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
@@ -1742,8 +1797,6 @@ bool rows_fit_line_sinks(const permute_plan& plan) {
 // Xeon's last-level cache, the same lost 0.65x (61 of 81 cells slower). Unmeasured on AMD's cores.
 // Rows under a line, and wide lanes (16 and 32 bytes), have no sinks (b_way); staged plans stream
 // their far rows already.
-constexpr std::int64_t min_sunk_short_row_bytes = 64;
-constexpr std::size_t max_sunk_lane_bytes = 8;
 bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   return !tile.interleave && !tile.repeat.streaming && !tile.transposes && !tile.repeat.assembled &&

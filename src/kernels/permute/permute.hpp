@@ -89,6 +89,18 @@ tile_kernel transpose_tile_kernel_avx512() noexcept;
 /// The default of shuffle_repeat::realigned_run_bytes; the planner lowers it on Intel's cores.
 inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
 
+/// Streamed de-interleaves of at most this many ways whose rows continue one another along the
+/// inner repeat (each way's output one contiguous row after another) but do not start on cache
+/// lines stream each way as one output through its own line sink.
+inline constexpr std::int64_t max_sunk_deinterleave_ways = 8;
+
+/// The same for rows that continue along the outer repeat, the inner positions apart: one sink
+/// per inner position and way, at most this many.
+inline constexpr std::int64_t max_sunk_deinterleave_rows = 16;
+/// ... and at most this many where the planner allows it (shuffle_repeat::most_sunk_rows): the
+/// 8 x 8 rows of s2d channels-first K = 3 b8 far past the cache.
+inline constexpr std::int64_t max_far_sunk_deinterleave_rows = 64;
+
 /// The axes a shuffle call walks besides its run: every inner position at every outer one
 /// (extent 1: absent).
 struct shuffle_repeat {
@@ -117,6 +129,10 @@ struct shuffle_repeat {
   /// lines streams each way as one output through a line sink (b_way_sunk_rows); false: row by
   /// row, each re-cut into lines, the lines two rows share written with ordinary stores.
   bool sinks_rows = true;
+  /// The most sinks a de-interleave whose rows continue along the outer repeat takes (inner
+  /// positions x ways; b_way_sunk_row_blocks): max_sunk_deinterleave_rows, or up to
+  /// max_far_sunk_deinterleave_rows where the planner says so.
+  std::int64_t most_sunk_rows = max_sunk_deinterleave_rows;
   /// Loads may read bytes of the source that no run of the call holds, never at or past this (null:
   /// none). The AVX2 kernels' run tails load whole vectors up to it (b_way_step::padded_tail).
   const std::byte* readable_end = nullptr;
@@ -126,15 +142,6 @@ struct shuffle_repeat {
 /// line on when a row is at least this long; shorter rows stream where they continue one another
 /// (the inner repeat's destination stride is one row), as one output.
 inline constexpr std::int64_t streamed_unaligned_interleave_bytes = 4096;
-
-/// Streamed de-interleaves of at most this many ways whose rows continue one another along the
-/// inner repeat (each way's output one contiguous row after another) but do not start on cache
-/// lines stream each way as one output through its own line sink.
-inline constexpr std::int64_t max_sunk_deinterleave_ways = 8;
-
-/// The same for rows that continue along the outer repeat, the inner positions apart: one sink
-/// per inner position and way, at most this many.
-inline constexpr std::int64_t max_sunk_deinterleave_rows = 16;
 
 /// The most ways a shuffle takes.
 inline constexpr std::int64_t max_shuffle_ways = 64;
