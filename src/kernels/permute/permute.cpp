@@ -449,6 +449,18 @@ bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_byt
 // The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
 // the ways) walked in the source's order: the nearest-strided ones inside the call (take_repeat),
 // as the direct plan takes the destination's, and the others outside it, ordered too.
+// Takes the next axis of `rest` (innermost last) as the repeat's outer one where it continues each
+// way's rows (its destination stride is one row) and the call then sinks at most `most_sinks`
+// rows (inner positions x ways; b_way_sunk_row_blocks).
+void take_sunk_row_blocks(shuffle_repeat& repeat, axis_list& rest, std::int64_t run_bytes, std::int64_t ways,
+                          std::int64_t most_sinks) {
+  if (repeat.outer.extent == 1 && !rest.empty() && rest.back().dst_stride == run_bytes &&
+      ways * repeat.inner.extent <= most_sinks) {
+    repeat.outer = rest.back();
+    rest.pop_back();
+  }
+}
+
 shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
                                    bool long_output_runs) {
   shuffle_repeat repeat = take_source_order_repeat(rest, run_bytes, ways, long_output_runs);
@@ -460,11 +472,7 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
   // one call per h', 1 thread, alternating: aligned 1.05-1.16x (f32 DCR median 0.82 -> 0.94 of
   // memcpy: rows of odd length start off lines there too), 16 bytes off a line 1.10-1.17x;
   // 2 threads 1.0-1.14x.
-  if (repeat.streaming && repeat.outer.extent == 1 && !rest.empty() && rest.back().dst_stride == run_bytes &&
-      ways * repeat.inner.extent <= max_sunk_deinterleave_rows) {
-    repeat.outer = rest.back();
-    rest.pop_back();
-  }
+  if (repeat.streaming) take_sunk_row_blocks(repeat, rest, run_bytes, ways, max_sunk_deinterleave_rows);
   return repeat;
 }
 
@@ -520,8 +528,7 @@ std::optional<shuffle_repeat> source_order_interleave_repeat(bool interleave, ax
   return repeat;
 }
 
-// Line sinks take rows of a line or more, of lanes up to 8 bytes (b_way).
-constexpr std::int64_t min_sunk_short_row_bytes = 64;
+// Line sinks take lanes of up to 8 bytes (b_way).
 constexpr std::size_t max_sunk_lane_bytes = 8;
 
 // Far past the cache, 8-way de-interleaves that would stage, and whose rows (a line or more)
@@ -549,15 +556,12 @@ std::optional<shuffle_repeat> far_sunk_row_blocks_repeat(const permute_plan& pla
   const bool joins_rows = plan.width > 1 || kernel.level >= isa::avx512vbmi;
   if (interleave || kernel.transposes || kernel.level < isa::avx512 || !joins_rows ||
       plan.width > max_sunk_lane_bytes || !output_streams(plan) || !far_past_the_cache(plan) ||
-      ways != max_sunk_deinterleave_ways || run_bytes < min_sunk_short_row_bytes) {
+      ways != max_sunk_deinterleave_ways || run_bytes < min_sunk_deinterleave_row_bytes) {
     return std::nullopt;
   }
   axis_list by_source = rest;
   shuffle_repeat repeat = take_source_order_repeat(by_source, run_bytes, ways, long_output_runs);
-  if (repeat.outer.extent == 1 && !by_source.empty() && by_source.back().dst_stride == run_bytes) {
-    repeat.outer = by_source.back();
-    by_source.pop_back();
-  }
+  take_sunk_row_blocks(repeat, by_source, run_bytes, ways, max_far_sunk_deinterleave_rows);
   const std::int64_t sinks = ways * repeat.inner.extent;
   if (repeat.outer.dst_stride != run_bytes || sinks <= max_sunk_deinterleave_rows ||
       sinks > max_far_sunk_deinterleave_rows) {
@@ -1801,7 +1805,7 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   return !tile.interleave && !tile.repeat.streaming && !tile.transposes && !tile.repeat.assembled &&
          tile.segment_copy.copy == nullptr && tile.level >= isa::avx512 && plan.width <= max_sunk_lane_bytes &&
-         output_streams(plan) && far_past_the_cache(plan) && way_row_bytes(plan) >= min_sunk_short_row_bytes &&
+         output_streams(plan) && far_past_the_cache(plan) && way_row_bytes(plan) >= min_sunk_deinterleave_row_bytes &&
          rows_fit_line_sinks(plan);
 }
 

@@ -93,6 +93,8 @@ inline constexpr std::int64_t realigned_deinterleave_run_bytes = 1024;
 /// inner repeat (each way's output one contiguous row after another) but do not start on cache
 /// lines stream each way as one output through its own line sink.
 inline constexpr std::int64_t max_sunk_deinterleave_ways = 8;
+/// Rows shorter than a line have no sinks.
+inline constexpr std::int64_t min_sunk_deinterleave_row_bytes = 64;
 
 /// The same for rows that continue along the outer repeat, the inner positions apart: one sink
 /// per inner position and way, at most this many.
