@@ -3192,6 +3192,49 @@ TEST_F(PermuteGather, Zen4AndIntelBuildChunkGroupsFromSharedWindows) {
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }
 
+// Past the L2 cache, Intel's cores let a group of chunks have up to max_group_windows windows
+// (most_group_windows): s2d channels-last K = 3 b3 C1 of bytes (each chunk reads 9 source rows)
+// groups at 2.2 MB, in groups of over max_near_group_windows windows, and matches the element loop;
+// at 250 KB, and on a Zen 4, its groups keep to max_near_group_windows. d2s NHWC CRD b3 C1 of
+// 4-byte elements, whose rows share their source lines, takes such groups at 16.8 MB but not at
+// 67 MB, far past the cache.
+TEST_F(PermuteGather, IntelGroupsChunksOverMoreWindowsPastTheL2Cache) {
+  std::mt19937_64 rng(83);
+  auto widest_group = [](const permute_plan& plan) {
+    std::uint32_t widest = 0;
+    if (!plan.gather) return widest;
+    for (const gather_chunk_group& group : plan.gather->program->chunk_groups) widest = std::max(widest, group.windows);
+    return widest;
+  };
+  auto cube = [](std::int64_t blocks) {
+    return packed_transpose({blocks, 3, blocks, 3, blocks, 3, 1}, {0, 2, 4, 1, 3, 5, 6}, 1);
+  };
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+  const auto large = cube(43);  // 129^3 bytes
+  const permute_plan wide = plan_permute(large, 1);
+  ASSERT_TRUE(wide.gather) << describe(wide);
+  EXPECT_GT(widest_group(wide), static_cast<std::uint32_t>(max_near_group_windows)) << describe(wide);
+  EXPECT_LE(widest_group(wide), static_cast<std::uint32_t>(max_group_windows)) << describe(wide);
+  ASSERT_NO_FATAL_FAILURE(expect_gather_matches(wide, large, 1, 129 * 129 * 129, rng));
+  const permute_plan small = plan_permute(cube(21), 1);  // 63^3 bytes
+  ASSERT_TRUE(small.gather) << describe(small);
+  EXPECT_LE(widest_group(small), static_cast<std::uint32_t>(max_near_group_windows)) << describe(small);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+  const permute_plan zen4 = plan_permute(large, 1);
+  EXPECT_LE(widest_group(zen4), static_cast<std::uint32_t>(max_near_group_windows)) << describe(zen4);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+  auto pixels = [](std::int64_t side) { return packed_transpose({side, side, 1, 3, 3}, {0, 3, 1, 4, 2}, 4); };
+  const permute_plan shared = plan_permute(pixels(683), 4);  // 16.8 MB
+  ASSERT_TRUE(shared.gather) << describe(shared);
+  EXPECT_TRUE(shared.gather->rows_share_source) << describe(shared);
+  EXPECT_GT(widest_group(shared), static_cast<std::uint32_t>(max_near_group_windows)) << describe(shared);
+  const permute_plan far = plan_permute(pixels(1366), 4);  // 67.2 MB
+  ASSERT_TRUE(far.gather) << describe(far);
+  EXPECT_TRUE(far.gather->rows_share_source) << describe(far);
+  EXPECT_LE(widest_group(far), static_cast<std::uint32_t>(max_near_group_windows)) << describe(far);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+}
+
 // Gathers whose source strides but the rows' are multiples of 64 bytes carry programs with their
 // windows on source lines, one per offset within a line the rows start at (up to 8): depth_to_space
 // / space_to_depth NCHW CRD of channel planes of whole lines (one program) and not (none), NHWC CRD

@@ -16,10 +16,12 @@ struct program_key {
   std::int64_t line_phase = unlined;
   gather_layout layout = gather_layout::pairs_of_64;
   bool grouped = false;
+  int most_group_windows = 0;  ///< grouped programs only
 
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
            line_phase == other.line_phase && layout == other.layout && grouped == other.grouped &&
+           most_group_windows == other.most_group_windows &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -236,9 +238,10 @@ double chunk_cycles(double loads, double steps, std::int64_t line_phase) {
   return std::max({load_cycles * loads, permute_cycles * steps, store_cycles});
 }
 
-// `program` with its chunks in groups that share their windows (gather_program::chunk_groups), or
-// null where that would not save loads (see grouped_gather_program_for).
-std::shared_ptr<const gather_program> group_chunks(const gather_program& program) {
+// `program` with its chunks in groups of up to `most_windows` windows that share them
+// (gather_program::chunk_groups), or null where that would not save loads (see
+// grouped_gather_program_for).
+std::shared_ptr<const gather_program> group_chunks(const gather_program& program, int most_windows) {
   if (program.layout != gather_layout::pairs_of_64 || program.single_block) return nullptr;
   const std::size_t chunks = program.chunk_end.size();
   std::vector<std::array<std::int64_t, 64>> offsets(chunks);
@@ -262,7 +265,7 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
       std::vector<std::int64_t> all;
       for (std::size_t c = c0; c < c0 + count; ++c) all.insert(all.end(), offsets[c].begin(), offsets[c].end());
       std::vector<std::int64_t> windows = cover(std::move(all), program.line_phase);
-      if (windows.size() > static_cast<std::size_t>(max_group_windows)) break;
+      if (windows.size() > static_cast<std::size_t>(most_windows)) break;
       const auto w = static_cast<double>(windows.size());
       const double per_chunk = chunk_cycles(w / static_cast<double>(count), std::ceil(w / 2), program.line_phase);
       if (best_count == 0 || per_chunk <= best_per_chunk) {
@@ -309,7 +312,7 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
 std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
                                                      std::int64_t stream_src_stride, bool single_block,
                                                      std::int64_t line_phase, gather_layout layout,
-                                                     bool grouped = false) {
+                                                     bool grouped = false, int most_group_windows = 0) {
   // A few programs suffice: a process usually repeats a handful of shapes. A plan may take up to 18
   // (its program and up to 8 lined ones, each also grouped).
   constexpr std::size_t capacity = 32;
@@ -323,6 +326,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   key.line_phase = line_phase;
   key.layout = layout;
   key.grouped = grouped;
+  key.most_group_windows = most_group_windows;
   {
     const std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < cache.size(); ++i) {
@@ -338,7 +342,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   if (grouped) {
     std::shared_ptr<const gather_program> plain =
         cached_program(inner, width, stream_src_stride, single_block, line_phase, layout);
-    program = plain ? group_chunks(*plain) : nullptr;
+    program = plain ? group_chunks(*plain, most_group_windows) : nullptr;
     if (!program) program = std::move(plain);
   } else {
     program = build(inner, width, stream_src_stride, single_block, line_phase, layout);
@@ -361,8 +365,9 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 
 std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                  std::int64_t stream_src_stride,
-                                                                 std::int64_t line_phase) {
-  return cached_program(inner, width, stream_src_stride, false, line_phase, gather_layout::pairs_of_64, true);
+                                                                 std::int64_t line_phase, int most_windows) {
+  return cached_program(inner, width, stream_src_stride, false, line_phase, gather_layout::pairs_of_64, true,
+                        std::clamp(most_windows, 1, max_group_windows));
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,

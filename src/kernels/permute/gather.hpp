@@ -76,7 +76,10 @@ struct gather_chunk_group {
   std::uint32_t first_step = 0;  ///< into gather_program::group_steps, chunk after chunk
 };
 inline constexpr int max_group_chunks = 4;
-inline constexpr int max_group_windows = 6;
+/// The most windows a group may have (the kernel's limit), and the most groups take by default
+/// (see grouped_gather_program_for).
+inline constexpr int max_group_windows = 10;
+inline constexpr int max_near_group_windows = 6;
 
 struct gather_program {
   std::vector<gather_step> steps;        ///< chunk after chunk
@@ -137,10 +140,14 @@ std::shared_ptr<const gather_program> gather_block_program_for(std::span<const p
 /// period read neighbouring source bytes (a C = 3 pixel shuffle's chunks each take 21 bytes of the
 /// same three rows), so a group of up to max_group_chunks loads the windows covering all of their
 /// bytes once per period. For programs of whole periods (not single blocks); for lined programs the
-/// windows are lines.
+/// windows are lines. A group has at most `most_windows` windows (max_near_group_windows up to
+/// max_group_windows): a chunk of a channels-last K = 3 s2d b3 takes bytes from 9 source rows, so
+/// only groups of 9 windows or more save its loads, but in cache such groups mostly lose (see
+/// most_group_windows in permute.cpp).
 std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                  std::int64_t stream_src_stride,
-                                                                 std::int64_t line_phase = unlined);
+                                                                 std::int64_t line_phase = unlined,
+                                                                 int most_windows = max_near_group_windows);
 
 /// Prefetches one period's source lines (the program's prefetch_offsets past `source`) and its
 /// destination lines (from `destination`, every 64 bytes of period_dst_bytes), into L1. The

@@ -1327,6 +1327,27 @@ bool gather_rows_share_source(const gather_tile& tile) {
   return tile.rows.extent > 1 && magnitude(tile.rows.src_stride) < tile.program->period_src_bytes;
 }
 
+// How many windows a group of gather chunks may have (grouped_gather_program_for): where the output
+// lies past the L2 cache, on Intel's cores, up to max_group_windows, else max_near_group_windows.
+// Chunks reading 9 or more source rows (s2d channels-last K = 3 b3: 3 x 3 rows; d2s NHWC CRD b3;
+// s2d NHWC CRD b8 C3) loaded two windows per step, 9-10 a chunk, where a group of them loads each
+// of its 7-10 windows once per period (2.3-2.7 a chunk). Intel Xeon with AMX (2 vCPUs, 2 MiB L2
+// per core), the grid's gather cells whose program this changes (31-36 a size), planned both ways
+// in one process (bench/plan_ab, both orders), one thread: 64 KiB 0.96x (17 slower), 1 MiB 1.03x
+// (11 faster, 11 slower), 2 MiB 1.09x (19 / 2), 4 MiB 1.13x (21 / 0), 16 MiB 1.17x (24 / 0; two
+// threads 1.16x), 64 MiB 1.14x (22 / 4), 256 MiB 1.02x (9 / 12); regrid bench at 16 MiB, alternate
+// processes, 1.19x (26 / 0; s2d channels-last K = 3 b3 C1 of bytes 0.46 -> 0.66 of memcpy). The
+// losers at 64 and 256 MiB (0.89-0.98x) are all gathers whose rows share their source lines
+// (gather_rows_share_source), d2s NHWC: there the groups stay small. Zen 4 is not measured.
+constexpr std::int64_t min_wide_group_output_bytes = std::int64_t{2} << 20;
+int most_group_windows(const permute_plan& plan, const gather_tile& tile) {
+  const bool past_l2 = plan.total_bytes >= min_wide_group_output_bytes;
+  const bool rows_share_far_past_the_cache = far_past_the_cache(plan) && gather_rows_share_source(tile);
+  return runtime::planning_core_kind() == runtime::core_kind::intel && past_l2 && !rows_share_far_past_the_cache
+             ? max_group_windows
+             : max_near_group_windows;
+}
+
 // Replaces the plan with a periodic gather where gather_beats says so, else with a single-block one
 // where block_gather_beats does; `normalized` are the axes the plan was made from. Gathers need
 // VBMI or AVX2 (the avx512 level without VBMI takes the AVX2 plan's gather: see plan_permute).
@@ -1400,9 +1421,10 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     // The same programs as find_gathers' and add_lined_programs', from the program cache: grouping
     // one costs 4-15 us, a plan without it 0.2-0.5.
     const std::span<const permute_axis> inner = std::span(normalized).last(found->block_axes);
-    tile.program = grouped_gather_program_for(inner, width, tile.stream.src_stride);
+    const int most_windows = most_group_windows(plan, tile);
+    tile.program = grouped_gather_program_for(inner, width, tile.stream.src_stride, unlined, most_windows);
     for (auto& lined : tile.lined_programs) {
-      lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase);
+      lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase, most_windows);
     }
   }
   const std::int64_t total_bytes = plan.total_bytes;
