@@ -1336,9 +1336,11 @@ bool gather_rows_share_source(const gather_tile& tile) {
 // in one process (bench/plan_ab, both orders), one thread: 64 KiB 0.96x (17 slower), 1 MiB 1.03x
 // (11 faster, 11 slower), 2 MiB 1.09x (19 / 2), 4 MiB 1.13x (21 / 0), 16 MiB 1.17x (24 / 0; two
 // threads 1.16x), 64 MiB 1.14x (22 / 4), 256 MiB 1.02x (9 / 12); regrid bench at 16 MiB, alternate
-// processes, 1.19x (26 / 0; s2d channels-last K = 3 b3 C1 of bytes 0.46 -> 0.66 of memcpy). The
-// losers at 64 and 256 MiB (0.89-0.98x) are all gathers whose rows share their source lines
-// (gather_rows_share_source), d2s NHWC: there the groups stay small. Zen 4 is not measured.
+// processes, 1.19x (26 / 0; s2d channels-last K = 3 b3 C1 of bytes 0.46 -> 0.66 of memcpy). All
+// 12 losers at 256 MiB and 3 of the 4 at 64 MiB (0.89-0.98x) are gathers whose rows share their
+// source lines (gather_rows_share_source), d2s NHWC: from 64 MiB their groups stay small. The
+// fourth, d2s channels-last K = 3 DCR b2 C3 of 2-byte elements at 64 MiB (0.92x), keeps the wide
+// groups. Zen 4 is not measured.
 constexpr std::int64_t min_wide_group_output_bytes = std::int64_t{2} << 20;
 int most_group_windows(const permute_plan& plan, const gather_tile& tile) {
   const bool past_l2 = plan.total_bytes >= min_wide_group_output_bytes;
