@@ -446,9 +446,6 @@ bool walks_source_order(bool interleave, std::int64_t ways, std::int64_t run_byt
              : ways <= max_source_order_ways;
 }
 
-// The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
-// the ways) walked in the source's order: the nearest-strided ones inside the call (take_repeat),
-// as the direct plan takes the destination's, and the others outside it, ordered too.
 // Takes the next axis of `rest` (innermost last) as the repeat's outer one where it continues each
 // way's rows (its destination stride is one row) and the call then sinks at most `most_sinks`
 // rows (inner positions x ways; b_way_sunk_row_blocks).
@@ -461,6 +458,9 @@ void take_sunk_row_blocks(shuffle_repeat& repeat, axis_list& rest, std::int64_t 
   }
 }
 
+// The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
+// the ways) walked in the source's order: the nearest-strided ones inside the call (take_repeat),
+// as the direct plan takes the destination's, and the others outside it, ordered too.
 shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
                                    bool long_output_runs) {
   shuffle_repeat repeat = take_source_order_repeat(rest, run_bytes, ways, long_output_runs);
