@@ -2938,6 +2938,78 @@ TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// d2s channels-last K = 3 CRD C64, [D, H, W, 64 b^3] -> [D b, H b, W b, 64]: 64-way block-
+// transposing interleaves of each source pixel's 64 x b^3 block, staged. Where the output streams
+// below 64 MiB, Intel's cores take no destination group (transposes_whole_runs_into_the_cache), so
+// that each call transposes whole pixels; other cores take it. Far past the cache (planned only)
+// the b3 plan, which takes no group there, copies its 768-byte segments out with streaming stores
+// (streams_staged_segments), as does the 16-way interleave of d2s NHWC CRD b8 C16 of bytes; b8 of
+// 2-byte elements keeps its group there and the ordinary copy.
+TEST(PermutePlan, BlockTransposingInterleavesTransposeWholePixelsIntoTheCache) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto depth_to_space = [](std::int64_t d, std::int64_t h, std::int64_t w, std::int64_t b, std::int64_t bytes) {
+    return packed_transpose({d, h, w, 64, b, b, b}, {0, 4, 1, 5, 2, 6, 3}, bytes);
+  };
+  const auto b3 = depth_to_space(12, 12, 13, 3, 4);      // 12.9 MB
+  const auto b8 = depth_to_space(6, 6, 6, 8, 2);         // 14.2 MB: blocks of the 8 i rows cut 4 + 4 on two threads
+  const auto far_b3 = depth_to_space(22, 22, 21, 3, 4);  // 70 MB
+  const auto far_b8 = depth_to_space(16, 16, 16, 8, 2);  // 268 MB
+  auto group_of = [](const permute_plan& plan) {
+    EXPECT_TRUE(plan.shuffle && plan.shuffle->transposes && plan.shuffle->interleave &&
+                plan.shuffle->segment_copy.copy != nullptr)
+        << describe(plan);
+    return plan.shuffle ? plan.shuffle->destination_group.extent : 0;
+  };
+  auto segment_copy = [](const permute_plan& plan) {
+    return plan.shuffle ? std::string(plan.shuffle->segment_copy.name) : std::string("none");
+  };
+  std::mt19937_64 rng(89);
+  for (isa cap : {isa::avx512vbmi, isa::avx512, isa::avx2}) {
+    if (detected_isa() < cap) continue;
+    set_max_isa(cap);
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+    const std::string level(to_string(cap == isa::avx2 ? isa::avx2 : isa::avx512));
+    const permute_plan b3_plan = plan_permute(b3, 4);
+    EXPECT_EQ(group_of(b3_plan), 1) << to_string(cap);
+    EXPECT_EQ(segment_copy(b3_plan), "copy_runs_" + level) << describe(b3_plan);
+    const permute_plan b8_plan = plan_permute(b8, 2);
+    EXPECT_EQ(group_of(b8_plan), 1) << to_string(cap);
+    if (cap == isa::avx512vbmi) {
+      expect_matches_naive_on_one_and_two_threads(b3, b3_plan, 4, rng);
+      expect_matches_naive_off_a_line(b3, b3_plan, 4, rng);
+      expect_matches_naive_on_one_and_two_threads(b8, b8_plan, 2, rng);
+    }
+    const permute_plan far_b3_plan = plan_permute(far_b3, 4);
+    EXPECT_EQ(group_of(far_b3_plan), 1) << to_string(cap);
+    EXPECT_EQ(segment_copy(far_b3_plan), cap == isa::avx2 ? "copy_runs_avx2" : "copy_runs_streaming_avx512")
+        << describe(far_b3_plan);
+    const permute_plan far_b8_plan = plan_permute(far_b8, 2);
+    EXPECT_GT(group_of(far_b8_plan), 1) << to_string(cap);
+    EXPECT_EQ(segment_copy(far_b8_plan), "copy_runs_" + level) << describe(far_b8_plan);
+    for (runtime::core_kind cores :
+         {runtime::core_kind::other, runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5}) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      EXPECT_GT(group_of(plan_permute(b3, 4)), 1) << to_string(cap) << " " << static_cast<int>(cores);
+    }
+  }
+  // The far 16-way interleave (128-byte segments), and the streaming segment copy run: the cached b3
+  // plan's segments copied out so, into a destination on and off its lines.
+  set_max_isa(isa::avx512);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+  const permute_plan sixteen = plan_permute(packed_transpose({1, 260, 260, 16, 8, 8}, {0, 1, 4, 2, 5, 3}, 1), 1);
+  ASSERT_TRUE(sixteen.shuffle && sixteen.shuffle->offsets.size() == 16) << describe(sixteen);
+  EXPECT_EQ(segment_copy(sixteen), "copy_runs_streaming_avx512") << describe(sixteen);
+  const auto cached_b3 = depth_to_space(4, 5, 6, 3, 4);
+  permute_plan streamed_copy = plan_permute(cached_b3, 4);
+  ASSERT_EQ(group_of(streamed_copy), 1);
+  streamed_copy.shuffle->segment_copy = run_tile_kernel_avx512(768, true, true);
+  ASSERT_EQ(segment_copy(streamed_copy), "copy_runs_streaming_avx512");
+  expect_matches_naive_on_one_and_two_threads(cached_b3, streamed_copy, 4, rng);
+  expect_matches_naive_off_a_line(cached_b3, streamed_copy, 4, rng);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  set_max_isa(isa::avx512vbmi);
+}
+
 // The gather tests run under the cap of each ISA with a gather kernel that the host has: avx2
 // (halves_of_16 programs) and avx512vbmi (pairs_of_64). The cap and the forcing switch are
 // process-wide, so TearDown restores both even when an assertion ends a test early.

@@ -652,6 +652,40 @@ void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t se
   }
 }
 
+// A destination group caps a call's batch at what one stretch per inner position fills of the
+// buffer: the block-transposing interleaves of d2s channels-last K = 3 CRD C64 (each source pixel's
+// 64 x b^3 block) then transposed b positions per call (b3: 16 x 16 blocks of which 3 rows are
+// stored, 64 permutes per 192 bytes) instead of a whole pixel's 27 (b3) or the 64-256 of as many
+// of its b x b rows as fill the buffer (b8). On Intel's cores, below far_past_the_cache, where the
+// output stays in the last-level cache and ordinary stores keep it there (see
+// copies_runs_into_the_cache), they take no group. Measured on an Intel Xeon with AMX (2 vCPUs),
+// the 6 such cells of the 16 MiB grid (b3 and b8 of 1-, 2- and 4-byte elements), the binaries
+// before and after in alternate processes of regrid bench, twice: 1.63x / 1.67x on one / two
+// threads (b3 1.76-2.19x / 1.86-2.17x, d2s channels-last K = 3 CRD b3 C64 of 4-byte elements 0.45
+// -> 0.96 of memcpy; b8 1.09-1.77x / 1.14-1.85x); under the AVX2 cap (7 cells, C64 of 8-byte
+// elements too; a switch, twice) 1.08-2.32x / 1.05-2.21x. At 32 MiB (one alternation) 1.37-1.66x
+// but b8 of bytes (0.91x / 1.00x). Far past the cache the b8 cells, which still take the group
+// there, lost without it (0.54-0.80x). AMD's cores, whose outputs of that size stream, keep the
+// group (not measured there).
+bool transposes_whole_runs_into_the_cache(const permute_plan& plan, bool transposes) {
+  return transposes && !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
+}
+
+// Far past the cache, staged AVX-512 interleaves that take no destination group copy their
+// segments of a line or more out of the buffer with streaming stores: each call writes whole
+// segments, which ordinary stores read from memory first. Measured on an Intel Xeon with AMX (2
+// vCPUs), the 20 cells of the 256 MiB grid this changes (d2s NHWC CRD b8 C16, channels-first K = 3
+// b8 C1-C16, channels-last K = 3 CRD b3-b8; 16 of them 3-, 8- and 16-way interleaves, 4 block-
+// transposing 64-way ones), the binaries before and after in alternate processes of regrid bench:
+// 1.23x / 1.22x on one / two threads (1.09-1.80x; d2s channels-first K = 3 DCR b8 C16 of 2-byte
+// elements 0.21 -> 0.37 of memcpy), but for segments of 65-127 bytes (72 and 96: 0.995-1.07x).
+// At the avx512 level without VBMI one more (d2s NHWC CRD b3 C3 of 8-byte elements, 72-byte
+// segments): 1.00x. Not measured on AMD's cores.
+bool streams_staged_segments(const permute_plan& plan, const shuffle_tile& tile, std::int64_t segment_bytes) {
+  return far_past_the_cache(plan) && output_streams(plan) && planning_isa() >= isa::avx512 &&
+         tile.segmented == nullptr && tile.destination_group.extent <= 1 && segment_bytes >= 64;
+}
+
 // Looks for a B-way (de-)interleave among the normalized axes (outermost first). Interleave:
 // one or two "way" axes fill the destination's innermost B elements and a run axis is contiguous
 // in the source with destination stride B * width. De-interleave: the same with the roles of
@@ -837,8 +871,12 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
       tile.segmented =
           segmented_shuffle_kernel_avx2(plan.width, ways, best->interleave, static_cast<std::int64_t>(segment_bytes));
     }
-    if (best->interleave && output_streams(plan) && tile.segmented == nullptr) {
+    if (best->interleave && output_streams(plan) && tile.segmented == nullptr &&
+        !transposes_whole_runs_into_the_cache(plan, kernel.transposes)) {
       take_destination_group(tile, rest, static_cast<std::int64_t>(segment_bytes), far_past_the_cache(plan));
+    }
+    if (best->interleave && streams_staged_segments(plan, tile, static_cast<std::int64_t>(segment_bytes))) {
+      tile.segment_copy = tile_kernel_for_isa(segment_bytes, true, true);
     }
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
