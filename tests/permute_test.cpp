@@ -2938,6 +2938,42 @@ TEST(PermutePlan, StreamedStagedInterleavesWriteTheDestinationInOrder) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// s2d / d2s channels-first K = 1 CRD of 3 channels, [3, W, b] <-> [3, b, W]: one-level repeats of
+// 3 long runs. On two threads those runs are cut into chunks of whole lines of each way's row
+// (shuffle_work_items), since 3 runs give the threads 2 and 1; on one thread, with 4 channels, or
+// with runs under 128 KiB, the runs stay whole.
+TEST(PermutePlan, FewLongRunsThatDoNotShareOutEvenlyAreCutIntoChunks) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  auto channels_first = [](std::int64_t channels, std::int64_t w, std::int64_t b, bool s2d) {
+    return s2d ? packed_transpose({channels, w, b}, {0, 2, 1}, 1) : packed_transpose({channels, b, w}, {0, 2, 1}, 1);
+  };
+  auto shuffle_plan = [](const std::vector<permute_axis>& axes) {
+    const permute_plan plan = plan_permute(axes, 1);
+    EXPECT_TRUE(plan.shuffle && plan.shuffle->segment_copy.copy == nullptr && plan.shuffle->repeat.outer.extent == 1)
+        << describe(plan);
+    return plan;
+  };
+  std::mt19937_64 rng(97);
+  for (bool s2d : {true, false}) {
+    const auto three = channels_first(3, 65536 + 37, 3, s2d);  // 197 KB runs
+    const permute_plan plan = shuffle_plan(three);
+    ASSERT_TRUE(plan.shuffle) << describe(plan);
+    const std::int64_t run = plan.shuffle->run.extent;
+    EXPECT_EQ(shuffle_work_items(plan, 1).chunk, run) << describe(plan);
+    const shuffle_split two = shuffle_work_items(plan, 2);
+    EXPECT_LT(two.chunk, run) << describe(plan);
+    EXPECT_EQ(two.chunk % 64, 0) << two.chunk;
+    EXPECT_GE(two.run_items * 3, 8) << two.run_items;
+    expect_matches_naive_on_one_and_two_threads(three, plan, 1, rng);
+    const permute_plan four = shuffle_plan(channels_first(4, 65536 + 37, 3, s2d));
+    ASSERT_TRUE(four.shuffle) << describe(four);
+    EXPECT_EQ(shuffle_work_items(four, 2).chunk, four.shuffle->run.extent) << describe(four);
+    const permute_plan short_runs = shuffle_plan(channels_first(3, 40000, 3, s2d));  // 120 KB runs
+    ASSERT_TRUE(short_runs.shuffle) << describe(short_runs);
+    EXPECT_EQ(shuffle_work_items(short_runs, 2).chunk, short_runs.shuffle->run.extent) << describe(short_runs);
+  }
+}
+
 // d2s channels-last K = 3 CRD C64, [D, H, W, 64 b^3] -> [D b, H b, W b, 64]: 64-way block-
 // transposing interleaves of each source pixel's 64 x b^3 block, staged. Where the output streams
 // below 64 MiB, Intel's cores take no destination group (transposes_whole_runs_into_the_cache), so

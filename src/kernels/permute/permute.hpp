@@ -355,6 +355,10 @@ void force_assembled_for_testing(bool forced) noexcept;
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads);
+/// The work items run_permute cuts an unstaged shuffle plan (plan.shuffle without segment_copy)
+/// into on up to max_threads threads: the plan's own split (shuffle_tile::split), or with the runs
+/// of a one-level repeat cut into chunks where its whole runs would not share out evenly.
+shuffle_split shuffle_work_items(const permute_plan& plan, int max_threads);
 
 /// Whether run_permute builds a VBMI gather's streamed strips in place with streaming stores
 /// (gather_rows::stream_in_place) for this source and destination, rather than through the L1
