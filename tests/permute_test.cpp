@@ -3684,6 +3684,28 @@ TEST_P(GatherAtIsa, SingleBlockProgramsMatchNaiveCopy) {
       plan_permute(packed_transpose({4110, 341, 3, 3, 1}, {0, 2, 1, 3, 4}, 1), 1).gather->program->single_block);
 }
 
+// Rows of 16 KiB or more are cut into strips of periods; where the strips stream
+// (gather_rows::stream) those strips are 4 KiB (streamed_long_row_strip_bytes). s2d NHWC DCR of
+// rows of 17-42 KB (b3 C1 of bytes, b2 C3 of 1- and 2-byte elements), whose last strip holds a
+// part-period, against the element loop, streamed and not, on one and two threads.
+TEST_F(PermuteGather, StreamedLongRowsMatchInShortStrips) {
+  std::mt19937_64 rng(101);
+  struct long_rows {
+    std::int64_t w, b, channels, width;
+  };
+  for (const long_rows& c : {long_rows{1901, 3, 1, 1}, long_rows{3500, 2, 3, 1}, long_rows{1777, 2, 3, 2}}) {
+    const std::int64_t h = 3;
+    const auto axes = packed_transpose({h, c.b, c.w, c.b, c.channels}, {0, 2, 1, 3, 4}, c.width);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(c.width));
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    const std::int64_t row_bytes = plan.gather->stream.extent * plan.gather->block_bytes;
+    EXPECT_GE(row_bytes, 16384) << describe(plan);
+    EXPECT_NE(row_bytes % plan.gather->program->period_dst_bytes, 0) << describe(plan);
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, c.width, h * c.w * c.channels * c.b * c.b * c.width, rng))
+        << describe(plan);
+  }
+}
+
 // Rows too long to be a block of their own (d2s NHWC b3 C1, 1365 pixels: rows of 4,095 bytes) take
 // a periodic gather whose block is one element, continued along the row, for elements of 3, 6 and
 // 12 bytes (bytes, 2- and 4-byte values); 24-byte elements keep their plan. Against the element

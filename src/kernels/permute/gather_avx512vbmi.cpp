@@ -20,6 +20,18 @@ namespace {
 // gained another 1-5% on this 48 KiB L1, 64 KiB lost.
 constexpr std::int64_t strip_bytes = 16 * 1024;
 static_assert(2 * max_gather_period_bytes <= strip_bytes, "a long row must hold whole periods");
+// Long rows whose strips stream out (gather_rows::stream) go in strips of 4 KiB: a 16 KiB strip's
+// 256 streaming stores, issued at once, held the stores and loads of building the next strip back
+// until they had drained to memory. Measured on an Intel Xeon with AMX (2 vCPUs), the 52 grid
+// cells of 256 MiB whose gather rows are cut into strips (16 KiB or more, not across rows: s2d
+// NHWC, s2d channels-last K = 3), alternate processes of regrid bench: 1.10x / 1.10x on one / two
+// threads (30 / 31 faster by over 4%, the least 0.95x / 0.97x; s2d NHWC DCR b3 C1 of bytes 0.53 ->
+// 0.63 of memcpy), the same cells of 64 MiB 1.06x on one (0.95-1.26x). Strips of 4 KiB for the
+// other streamed rows lost (rows of 5.8 KiB cut into strips of 2 periods, s2d channels-last K = 3
+// DCR b3 C1 of bytes, 0.86x; rows sharing their source, d2s NHWC CRD b3 C1 of bytes, 0.91x), as
+// did strips of 2 KiB (0.8-1.07x) and 1 KiB (0.7-0.9x) of any row. Not measured on AMD's cores.
+constexpr std::int64_t streamed_long_row_strip_bytes = 4096;
+static_assert(2 * max_gather_period_bytes <= streamed_long_row_strip_bytes, "a long row must hold whole periods");
 
 // Byte-masked loads read nothing outside their mask (and cannot fault there), so a window may
 // start anywhere a needed byte is.
@@ -560,7 +572,8 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
     // row has whole periods and its tail goes with the last strip).
-    const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / period_dst);
+    const std::int64_t row_strip_bytes = rows.stream ? streamed_long_row_strip_bytes : strip_bytes;
+    const std::int64_t per_strip = std::max<std::int64_t>(1, row_strip_bytes / period_dst);
     for (std::int64_t r = 0; r < rows.count; ++r) {
       const std::byte* from = src + r * rows.src_stride;
       std::byte* to = dst + r * rows.dst_stride;
