@@ -2717,6 +2717,8 @@ bool gather_streams_in_place(const permute_plan& plan, const std::byte* src, con
 
 namespace {
 
+// How run_permute shares a call of this plan on up to max_threads threads: one thread below
+// runtime::min_shared_bytes, and items of at most 1 / (threads x min_items_per_thread) of it.
 work_split work_split_for(const permute_plan& plan, int max_threads) {
   const int threads = plan.total_bytes < runtime::min_shared_bytes ? 1 : std::max(1, max_threads);
   return {.threads = threads,
