@@ -224,6 +224,12 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
 // streaming stores (kernels/stream_store.hpp).
 bool output_streams(const permute_plan& plan) { return plan.streams; }
 
+// The bytes one run of a shuffle plan moves: every way's positions of it.
+std::int64_t shuffle_run_bytes(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  return static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
+}
+
 // Whether a VBMI gather of this plan's size builds its strips in an L1 buffer and streams them out
 // (gather_rows::stream, which periods of one chunk skip: see run_permute).
 bool gather_strips_stream(const permute_plan& plan) {
@@ -845,14 +851,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     // A staged de-interleave's shuffle writes the far side, whose rows continue over the batch: it
     // streams them where the output is larger than the cache (see run_staged).
     tile.repeat.streaming = !best->interleave && output_streams(plan);
-    // The staging copies (whole vectors on the buffer side, one masked access on the strided side)
-    // gained 1.12x at 64 KiB and 1.07x at 1 MiB over the run copies (the 1037 staged grid cells,
-    // same-run A/B, twice); at 16 MiB, where the strided side misses the cache, masked accesses
-    // lost: 0.7-0.8x for segments of up to 64 bytes.
     const auto segment_bytes = static_cast<std::size_t>(run_bytes) * tile.offsets.size();
-    tile.segment_copy = planning_isa() >= isa::avx512 && !output_streams(plan)
-                            ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
-                            : tile_kernel_for_isa(segment_bytes);
     // AVX2 shuffles whose segments are whole vectors walk them in place (segmented_shuffle_kernel_avx2)
     // rather than through the buffer, so that each byte crosses L1 once, not twice. Same-binary-
     // pair A/B on a Zen 3 without AVX-512 over the 425 grid cells this takes: 1.16x / 1.13x / 1.14x
@@ -875,9 +874,15 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
         !transposes_whole_runs_into_the_cache(plan, kernel.transposes)) {
       take_destination_group(tile, rest, static_cast<std::int64_t>(segment_bytes), far_past_the_cache(plan));
     }
-    if (best->interleave && streams_staged_segments(plan, tile, static_cast<std::int64_t>(segment_bytes))) {
-      tile.segment_copy = tile_kernel_for_isa(segment_bytes, true, true);
-    }
+    // The staging copies (whole vectors on the buffer side, one masked access on the strided side)
+    // gained 1.12x at 64 KiB and 1.07x at 1 MiB over the run copies (the 1037 staged grid cells,
+    // same-run A/B, twice); at 16 MiB, where the strided side misses the cache, masked accesses
+    // lost: 0.7-0.8x for segments of up to 64 bytes.
+    const bool streams_segments =
+        best->interleave && streams_staged_segments(plan, tile, static_cast<std::int64_t>(segment_bytes));
+    tile.segment_copy = planning_isa() >= isa::avx512 && !output_streams(plan)
+                            ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
+                            : tile_kernel_for_isa(segment_bytes, streams_segments, far_past_the_cache(plan));
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
   } else if (const std::optional<shuffle_repeat> by_source =
@@ -915,8 +920,7 @@ constexpr std::int64_t tiny_staged_call_bytes = 256;
 std::int64_t staged_call_bytes(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr) return 0;
   const shuffle_tile& tile = *plan.shuffle;
-  return static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent * tile.repeat.inner.extent *
-         tile.repeat.outer.extent;
+  return shuffle_run_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
 }
 
 // Where the plan moves a few bytes at a time: staged shuffles of calls under 256 bytes (the tiny
@@ -1517,18 +1521,18 @@ bool chunks_repeated_runs(std::int64_t run_bytes, std::int64_t runs, int threads
 }
 
 // The work items of an unstaged shuffle plan (see shuffle_split), of about item_bytes each; with
-// `chunk_runs`, the runs of a one-level repeat cut into chunks too (see chunks_repeated_runs).
+// `chunk_runs` (one-level repeats only), the runs cut into chunks too (see chunks_repeated_runs).
 shuffle_split split_of(const permute_plan& plan, std::int64_t item_bytes = bytes_per_work_item,
                        bool chunk_runs = false) {
   const shuffle_tile& tile = *plan.shuffle;
-  const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
+  const std::int64_t run_bytes = shuffle_run_bytes(plan);
   const std::int64_t call_bytes = run_bytes * tile.repeat.inner.extent;
   const bool two_levels = tile.repeat.outer.extent > 1;
   const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
   const std::int64_t unit_bytes = two_levels ? call_bytes : run_bytes;
   const std::int64_t position_bytes = run_bytes / tile.run.extent;
   shuffle_split split;
-  if (chunk_runs && !two_levels) {
+  if (chunk_runs) {
     // Whole lines of each way's row per chunk where the rows start on lines.
     const std::int64_t positions = item_bytes / position_bytes;
     split.chunk = std::clamp<std::int64_t>(positions / 64 * 64, 1, tile.run.extent);
@@ -2581,8 +2585,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   const std::int64_t call_bytes = staged_call_bytes(plan);
   const bool two_levels = tile.repeat.outer.extent > 1;
   const permute_axis& split_axis = two_levels ? tile.repeat.outer : tile.repeat.inner;
-  const std::int64_t step_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent *
-                                  (two_levels ? tile.repeat.inner.extent : 1);
+  const std::int64_t step_bytes = shuffle_run_bytes(plan) * (two_levels ? tile.repeat.inner.extent : 1);
   // On two or more threads, plans whose outer positions interleave on the destination split the
   // work by blocks of the repeat axis instead, one position per call, so that each thread writes
   // its own stretch of the output: work items of whole positions put both threads on the same lines
@@ -2738,9 +2741,9 @@ std::int64_t outer_positions(const permute_plan& plan) {
 // the split keeps them (see chunks_repeated_runs).
 shuffle_split shuffle_split_of(const permute_plan& plan, const work_split& split, std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
-  const std::int64_t run_bytes = static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
-  const bool chunk_runs = tile.repeat.outer.extent == 1 && tile.repeat.inner.extent > 1 &&
-                          chunks_repeated_runs(run_bytes, outer_count * tile.repeat.inner.extent, split.threads);
+  const bool chunk_runs =
+      tile.repeat.outer.extent == 1 && tile.repeat.inner.extent > 1 &&
+      chunks_repeated_runs(shuffle_run_bytes(plan), outer_count * tile.repeat.inner.extent, split.threads);
   return split.item_bytes == bytes_per_work_item && !chunk_runs ? tile.split
                                                                 : split_of(plan, split.item_bytes, chunk_runs);
 }
