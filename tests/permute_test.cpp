@@ -1022,9 +1022,10 @@ TEST(PermuteRun, StreamingRunCopiesMatch) {
 // planes continuing it too (the line between two rows or planes joined across them). Tiles that
 // read columns or rows far apart in the source are joined too by the kernel for outputs far past
 // the cache (columns far apart and a run's step short: each source stream prefetched) and take the
-// ordinary copy otherwise. Shorter stretches, rows continuing each column's destination and
-// destinations that continue along no axis take the ordinary copy, as do shorter runs and outputs
-// in the cache.
+// ordinary copy otherwise; where tiles in one source stretch are not joined (a Zen 5's plans), the
+// kernel far past the cache joins only the others, and below that the ordinary copy takes every
+// tile. Shorter stretches, rows continuing each column's destination and destinations that
+// continue along no axis take the ordinary copy, as do shorter runs and outputs in the cache.
 TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(37);
@@ -1064,16 +1065,26 @@ TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
         {"rows (ordinary copy)", tile(2, 24, 3, 24 * width + 7, width, 3 * (24 * width + 7) + 64)},
         {"nothing (ordinary copy)", tile(2, 3, 24, width + 5, 24 * (width + 5) + 7, 3 * (24 * (width + 5) + 7) + 64)},
     };
-    for (bool far_past_cache : {false, true}) {
-      const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true, far_past_cache);
-      ASSERT_STREQ(kernel.name,
-                   far_past_cache ? "copy_joined_runs_streaming_far_avx512" : "copy_joined_runs_streaming_avx512")
-          << width;
+    struct kernel_choice {
+      bool far_past_cache;
+      bool joins_source_stretches;
+      const char* name;
+    };
+    const kernel_choice choices[] = {
+        {false, true, "copy_joined_runs_streaming_avx512"},
+        {true, true, "copy_joined_runs_streaming_far_avx512"},
+        {true, false, "copy_joined_interleaved_runs_streaming_far_avx512"},
+        {false, false, "copy_runs_avx512"},
+    };
+    for (const kernel_choice& choice : choices) {
+      const tile_kernel kernel = run_tile_kernel_avx512(static_cast<std::size_t>(width), true, choice.far_past_cache,
+                                                        choice.joins_source_stretches);
+      ASSERT_STREQ(kernel.name, choice.name) << width;
       for (const named_tile& t : tiles) {
         for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
           ASSERT_TRUE(tile_copy_matches(kernel, t.shape, width, misalign, rng))
               << "width=" << width << " misalign=" << misalign << " continuing: " << t.what
-              << " far past the cache: " << far_past_cache;
+              << " kernel: " << choice.name;
         }
       }
     }
@@ -2097,8 +2108,9 @@ TEST(PermutePlan, EightWayDeinterleavesFarPastTheCacheSinkTheirRowBlocksInSource
 // streaming kernel of runs under a line, which joins such tiles only far past the cache
 // (copy_joined_runs_streaming_far); below that Intel's cores copy them with ordinary stores
 // (copies_runs_into_the_cache), as they do runs of 128 bytes (C = 64 of bytes, b = 2) but not runs
-// of 65-127 (C = 48). In the cache, the ordinary copy everywhere. The AVX2 level's kernel for
-// 160-byte runs into outputs that stream (a vector loop) stays on Intel's cores.
+// of 65-127 (C = 48), and a Zen 5's kernel joins no tile there (joins_source_stretches). In the
+// cache, the ordinary copy everywhere. The AVX2 level's kernel for 160-byte runs into outputs that
+// stream (a vector loop) stays on Intel's cores.
 TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto space_to_depth = [](std::int64_t size, std::int64_t b, std::int64_t channels, std::size_t width) {
@@ -2113,10 +2125,13 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   for (runtime::core_kind cores : every_core_kind) {
     runtime::plan_for_core_kind_for_testing(cores);
     const bool intel = cores == runtime::core_kind::intel;
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
     const permute_plan plan = plan_permute(streamed, 2);
     EXPECT_EQ(plan.col.extent, 3) << describe(plan);
-    EXPECT_EQ(kernel_name(plan), intel ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512") << describe(plan);
-    EXPECT_EQ(kernel_name(plan_permute(far, 2)), "copy_joined_runs_streaming_far_avx512");
+    EXPECT_EQ(kernel_name(plan), intel || zen5 ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512")
+        << describe(plan);
+    EXPECT_EQ(kernel_name(plan_permute(far, 2)),
+              zen5 ? "copy_joined_interleaved_runs_streaming_far_avx512" : "copy_joined_runs_streaming_far_avx512");
     EXPECT_EQ(kernel_name(plan_permute(in_cache, 2)), "copy_runs_avx512");
     EXPECT_EQ(kernel_name(plan_permute(long_runs, 1)), intel ? "copy_x1024_avx512" : "copy_runs_streaming_avx512");
     EXPECT_EQ(kernel_name(plan_permute(short_runs, 1)), "copy_short_runs_streaming_avx512");
@@ -2129,6 +2144,41 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::intel}) {
     runtime::plan_for_core_kind_for_testing(cores);
     EXPECT_EQ(kernel_name(plan_permute(space_to_depth(230, 2, 80, 1), 1)), "copy_runs_vector_loop_avx2");
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  set_max_isa(isa::avx512vbmi);
+}
+
+// d2s channels-last K = 3 DCR b4 C3 of 2-byte elements, [1, D, H, W, 192] -> [1, 4D, 4H, 4W, 3]:
+// 24-byte runs (the block's columns and the channels) whose tiles read the source in one stretch
+// (each column's rows 24 bytes apart, the columns 384) and continue the output. Where the output
+// streams, other cores join those tiles into streamed lines; a Zen 5 copies them with ordinary
+// stores (joins_source_stretches), below 64 MiB with the plain run copy and far past the cache
+// with the kernel that joins only tiles of interleaved source streams. Intel's cores take the
+// plain copy below 64 MiB too (copies_runs_into_the_cache).
+TEST(PermutePlan, Zen5CopiesRunsReadInOneSourceStretchWithOrdinaryStores) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto depth_to_space = [](std::int64_t size) {
+    return packed_transpose({1, size, size, size, 4, 4, 4, 3}, {0, 1, 4, 2, 5, 3, 6, 7}, 2);
+  };
+  const auto streamed = depth_to_space(35);  // 16 MiB
+  const auto far = depth_to_space(56);       // 67 MiB
+  std::mt19937_64 rng(59);
+  for (const isa cap : {isa::avx512, isa::avx512vbmi}) {
+    set_max_isa(cap);
+    for (const runtime::core_kind cores : every_core_kind) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      const bool zen5 = cores == runtime::core_kind::amd_zen5;
+      const bool intel = cores == runtime::core_kind::intel;
+      const permute_plan plan = plan_permute(streamed, 2);
+      ASSERT_GE(plan.total_bytes, static_cast<std::int64_t>(streaming_output_bytes));
+      EXPECT_EQ(plan.width, 24U) << describe(plan);
+      EXPECT_EQ(kernel_name(plan), zen5 || intel ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512")
+          << describe(plan);
+      EXPECT_EQ(kernel_name(plan_permute(far, 2)),
+                zen5 ? "copy_joined_interleaved_runs_streaming_far_avx512" : "copy_joined_runs_streaming_far_avx512");
+      if (zen5 && cap == isa::avx512vbmi) expect_matches_naive_on_one_and_two_threads(streamed, plan, 2, rng);
+    }
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);

@@ -271,6 +271,18 @@ bool reads_source_stretches(const permute_plan& plan) {
   return false;
 }
 
+// Whether streamed run copies of 12-63 bytes join the runs of tiles that read the source in one
+// stretch into whole lines (see run_tile_kernel_avx512): everywhere but on a Zen 5. There, each
+// of the 43 cells of the 16 MiB grid whose plan it changes (d2s channels-last K = 3, d2s NHWC DCR,
+// s2d channels-last K = 3 b8), planned both ways in one process (bench/plan_ab, 7 samples each):
+// the ordinary copy 1.28x / 1.35x on one / two threads (d2s channels-last K = 3 DCR b4 C3 of
+// 2-byte elements 0.19 -> 0.43 of memcpy; 0.86x the least, s2d channels-last K = 3 DCR b3 C3 of
+// 2-byte elements); joining the tiles that read interleaved source streams instead lost there
+// (0.84x, s2d channels-last K = 3 b8 0.32-0.53x). Of the 67 cells of 256 MiB, joining only the
+// interleaved ones 1.18x / 1.13x (the 22 one-stretch d2s cells 1.25-2.5x; the rest, whose kernel
+// copies alike, 0.82-1.15x, noise). A Zen 4 had measured these joins 1.42x at 16 MiB.
+bool joins_source_stretches() { return runtime::planning_core_kind() != runtime::core_kind::amd_zen5; }
+
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
 // them where one side is contiguous); anything wider, or of odd width, is a run the vector
 // kernels copy whole, with streaming stores when `streaming` (see run_tile_kernel_avx512 for
@@ -280,8 +292,8 @@ tile_kernel tile_kernel_for_isa(std::size_t width, bool streaming = false, bool 
   if (!number) {
     switch (planning_isa()) {
       case isa::avx512vbmi:
-      case isa::avx512: return run_tile_kernel_avx512(width, streaming, far_past_cache);
-      case isa::avx2: return run_tile_kernel_avx2(width, streaming, far_past_cache);
+      case isa::avx512: return run_tile_kernel_avx512(width, streaming, far_past_cache, joins_source_stretches());
+      case isa::avx2: return run_tile_kernel_avx2(width, streaming, far_past_cache, joins_source_stretches());
       case isa::scalar: break;
     }
   }

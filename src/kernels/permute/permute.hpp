@@ -65,9 +65,12 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// rows continue long destination columns, and joins runs of 12-63 bytes into whole lines where
 /// they continue the destination. `far_past_cache`: the output is far larger than the cache
 /// (64 MiB or more); runs of 12-63 bytes are then joined in tiles that read several source
-/// streams in turn too.
-tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming, bool far_past_cache = false) noexcept;
-tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming, bool far_past_cache = false) noexcept;
+/// streams in turn too. `joins_source_stretches` false: tiles that read the source in one stretch
+/// are not joined (copied the ordinary way), so below far_past_cache no tile is.
+tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming, bool far_past_cache = false,
+                                 bool joins_source_stretches = true) noexcept;
+tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming, bool far_past_cache = false,
+                                   bool joins_source_stretches = true) noexcept;
 
 /// Bytes a staging buffer holds past the segments a staging tile kernel copies to or from it.
 inline constexpr std::size_t staging_slack_bytes = 64;
