@@ -2804,12 +2804,12 @@ TEST(PermutePlan, InterleavesFarPastTheCacheWalkTheSourceInOrderWhereTheyStream)
   expect_matches_naive_on_one_and_two_threads(bytes, plan, 1, rng);
 }
 
-// Planned for a Zen 4, the source-order walks of the two tests above start where the output
-// streams (walks_source_order_past_the_cache): at 16 MiB, s2d NCHW DCR b2 C4 of 4-byte elements
-// (runs of 2 KiB) and d2s NCHW CRD b8 C16 of 2-byte elements (19 MB) walk the source in order,
-// against the element loop; an interleave of 3 ways (d2s NCHW CRD b3 C64 of bytes) and the AVX2
-// level's 8-way interleave keep the direct walk, as the common rules keep every one of them.
-TEST(PermutePlan, Zen4WalksTheSourceInOrderWhereTheOutputStreams) {
+// Planned for a Zen 4 or a Zen 5, the source-order walks of the two tests above start where the
+// output streams (walks_source_order_past_the_cache): at 16 MiB, s2d NCHW DCR b2 C4 of 4-byte
+// elements (runs of 2 KiB) and d2s NCHW CRD b8 C16 of 2-byte elements (19 MB) walk the source in
+// order, against the element loop; an interleave of 3 ways (d2s NCHW CRD b3 C64 of bytes) and the
+// AVX2 level's 8-way interleave keep the direct walk, as the common rules keep every one of them.
+TEST(PermutePlan, AmdWalksTheSourceInOrderWhereTheOutputStreams) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
   const auto deinterleave = s2d_nchw_dcr_axes(2, 4, 4, 512);
@@ -2821,21 +2821,24 @@ TEST(PermutePlan, Zen4WalksTheSourceInOrderWhereTheOutputStreams) {
     return plan.shuffle && plan.shuffle->repeat.inner.src_stride == inner_src_stride;
   };
   const std::int64_t deinterleave_source_row = 2 * 512 * 4;  // one input row
-  for (const runtime::core_kind cores : {runtime::core_kind::amd_zen4, runtime::core_kind::other}) {
+  for (const runtime::core_kind cores :
+       {runtime::core_kind::amd_zen4, runtime::core_kind::amd_zen5, runtime::core_kind::other}) {
     runtime::plan_for_core_kind_for_testing(cores);
-    const bool zen4 = cores == runtime::core_kind::amd_zen4;
-    EXPECT_EQ(source_order(plan_permute(deinterleave, 4), deinterleave_source_row), zen4)
+    const bool amd = runtime::takes_amd_rules(cores);
+    EXPECT_EQ(source_order(plan_permute(deinterleave, 4), deinterleave_source_row), amd)
         << describe(plan_permute(deinterleave, 4));
-    EXPECT_EQ(source_order(plan_permute(eight, 2), 96 * 2), zen4) << describe(plan_permute(eight, 2));
+    EXPECT_EQ(source_order(plan_permute(eight, 2), 96 * 2), amd) << describe(plan_permute(eight, 2));
     EXPECT_FALSE(source_order(plan_permute(three, 1), 170)) << describe(plan_permute(three, 1));
   }
-  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
   std::mt19937_64 rng(73);
-  expect_matches_naive_on_one_and_two_threads(deinterleave, plan_permute(deinterleave, 4), 4, rng);
-  expect_matches_naive_on_one_and_two_threads(eight, plan_permute(eight, 2), 2, rng);
-  set_max_isa(isa::avx2);
-  EXPECT_FALSE(source_order(plan_permute(eight, 2), 96 * 2)) << describe(plan_permute(eight, 2));
-  set_max_isa(isa::avx512vbmi);
+  for (const runtime::core_kind cores : amd_core_kinds) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    expect_matches_naive_on_one_and_two_threads(deinterleave, plan_permute(deinterleave, 4), 4, rng);
+    expect_matches_naive_on_one_and_two_threads(eight, plan_permute(eight, 2), 2, rng);
+    set_max_isa(isa::avx2);
+    EXPECT_FALSE(source_order(plan_permute(eight, 2), 96 * 2)) << describe(plan_permute(eight, 2));
+    set_max_isa(isa::avx512vbmi);
+  }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
 }
 

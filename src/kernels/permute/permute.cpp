@@ -392,20 +392,23 @@ bool copies_runs_into_the_cache(const permute_plan& plan) {
 
 // Where the source-order walks (walks_source_order for de-interleave runs of 1 KiB or more,
 // source_order_interleave_repeat, and the off-line streaming of such de-interleave runs that goes
-// with them) are taken: far past the cache on every CPU; on a Zen 4 (family 19h, model 11h, 2
-// vCPUs) wherever the output streams, for de-interleaves and for interleaves of 4 ways or more
-// planned at the AVX-512 level. There each of the 154 cells of the 16 MiB grid this changes was
+// with them) are taken: far past the cache on every CPU; on AMD's Zen 4 and Zen 5 wherever the
+// output streams, for de-interleaves and for interleaves of 4 ways or more planned at the AVX-512
+// level. On a Zen 4 (family 19h, model 11h, 2 vCPUs) each of the 154 cells of the 16 MiB grid this changes was
 // planned both ways in one process, the two plans alternating 11 times, then again in the other
 // order: 1.44x / 1.19x on one / two threads (s2d NCHW and NCHW_VECT_C 1.28-1.59x / 1.08-1.29x per
 // block, d2s NCHW and NCHW_VECT_C b4 / b8 1.18-1.92x / 1.03-1.41x, d2s channels-first K = 3 b4 / b8
 // 1.25x / 3.15x on one thread; 6 / 4 cells under 0.9x, the least 0.70x, d2s NCHW DCR b4 C64 of
 // 8-byte elements). Interleaves of 2 and 3 ways went both ways (d2s channels-first K = 3 b2 0.95x,
 // NCHW b3 0.92x on one thread), and so did AVX2-level plans (d2s channels-first K = 3 b2 / b4
-// 0.63-0.77x): those keep the direct walk below 64 MiB, as every other CPU does (on a Zen 5 the
-// long de-interleave runs had tied at 16 MiB).
+// 0.63-0.77x): those keep the direct walk below 64 MiB, as every other CPU does. On a Zen 5
+// (family 1Ah, model 2, 2 vCPUs) the same 154 cells, planned both ways in one process
+// (bench/plan_ab, 7 samples each): 1.41x / 1.37x on one / two threads (d2s channels-first K = 3
+// 1.78-1.90x, d2s NCHW_VECT_C 1.86x, d2s NCHW 1.47-1.56x, s2d NCHW 1.16-1.25x on one thread;
+// 2 / 3 cells under 0.9x, the least 0.80x, d2s NCHW CRD b4 C64 of 8-byte elements on two).
 bool walks_source_order_past_the_cache(const permute_plan& plan, bool interleave, std::int64_t ways) {
   if (far_past_the_cache(plan)) return true;
-  return runtime::planning_core_kind() == runtime::core_kind::amd_zen4 && output_streams(plan) &&
+  return runtime::takes_amd_rules(runtime::planning_core_kind()) && output_streams(plan) &&
          planning_isa() >= isa::avx512 && (!interleave || ways >= 4);
 }
 // Where the output is that large, de-interleave runs of 1 KiB or more stream even where their rows
