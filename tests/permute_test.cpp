@@ -3283,15 +3283,15 @@ void expect_matches_from_any_line_offset(const permute_plan& plan, const std::ve
   }
 }
 
-// On a Zen 4 and on Intel's cores the VBMI gather builds consecutive chunks of a period together
+// On AMD's Zen 4 and Zen 5 and on Intel's cores the VBMI gather builds consecutive chunks of a period together
 // from windows loaded once per period (gather_program::chunk_groups) where that saves loads. Planned for a Zen 4 with
 // gathers forced, the NHWC CRD shapes of GatherAtIsa.ProgramsMatchNaiveCopy whose program groups
 // (rows of 7-341 pixels: whole periods, part-periods, strips near the source's end), against the
 // element loop (expect_gather_matches: source ending before an inaccessible page, destination
 // misaligned, one and two threads, streamed); and s2d NHWC DCR b3 C1 of bytes, which takes the
-// gather, grouped, unforced (its chunks each take 21 bytes of three rows). Intel's cores plan the
-// same groups; Zen 5 keeps the chunk-by-chunk programs.
-TEST_F(PermuteGather, Zen4AndIntelBuildChunkGroupsFromSharedWindows) {
+// gather, grouped, unforced (its chunks each take 21 bytes of three rows). A Zen 5 and Intel's
+// cores plan the same groups; other cores keep the chunk-by-chunk programs.
+TEST_F(PermuteGather, AmdAndIntelBuildChunkGroupsFromSharedWindows) {
   std::mt19937_64 rng(79);
   auto program_groups = [](const permute_plan& plan) { return plan.gather->program->chunk_groups.size(); };
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
@@ -3311,19 +3311,22 @@ TEST_F(PermuteGather, Zen4AndIntelBuildChunkGroupsFromSharedWindows) {
             const std::int64_t h = 24;  // several strips: a strip whose windows reach the end goes chunk by chunk
             const auto axes = to_space ? packed_transpose({h, w, channels, b, b}, {0, 3, 1, 4, 2}, width)
                                        : packed_transpose({h, b, w, b, channels}, {0, 2, 4, 1, 3}, width);
-            runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
-            const permute_plan zen5 = plan_permute(axes, static_cast<std::size_t>(width));
-            if (zen5.gather) {
-              EXPECT_TRUE(zen5.gather->program->chunk_groups.empty()) << describe(zen5);
+            runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);
+            const permute_plan common = plan_permute(axes, static_cast<std::size_t>(width));
+            if (common.gather) {
+              EXPECT_TRUE(common.gather->program->chunk_groups.empty()) << describe(common);
             }
             runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
             const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
             if (!plan.gather || plan.gather->program->chunk_groups.empty()) continue;
             ++grouped;
-            runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
-            const permute_plan intel = plan_permute(axes, static_cast<std::size_t>(width));
-            ASSERT_TRUE(intel.gather) << describe(intel);
-            EXPECT_EQ(intel.gather->program->chunk_groups.size(), program_groups(plan)) << describe(intel);
+            for (const runtime::core_kind cores : {runtime::core_kind::amd_zen5, runtime::core_kind::intel}) {
+              runtime::plan_for_core_kind_for_testing(cores);
+              const permute_plan same = plan_permute(axes, static_cast<std::size_t>(width));
+              ASSERT_TRUE(same.gather) << describe(same);
+              EXPECT_EQ(same.gather->program->chunk_groups.size(), program_groups(plan)) << describe(same);
+            }
+            runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
             const gather_program& program = *plan.gather->program;
             std::uint32_t chunks = 0;
             for (const gather_chunk_group& group : program.chunk_groups) {

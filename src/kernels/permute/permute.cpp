@@ -1278,10 +1278,14 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
 
 bool loses_to_avx2_on_amd(const permute_plan& plan);  // below, with the other per-core rules
 
-// The cores whose VBMI gathers build their chunks in groups (see prefer_gather): a Zen 4 and
-// Intel's.
+// The cores whose VBMI gathers build their chunks in groups (see prefer_gather): AMD's Zen 4 and
+// Zen 5, and Intel's. On a Zen 5 (family 1Ah, model 2, 2 vCPUs) each grid cell whose plan grouping
+// changes, planned both ways in one process (bench/plan_ab; 31 / 15 / 7 / 3 samples at 64 KiB /
+// 1 MiB / 16 MiB / 256 MiB): 90 / 54 / 75 / 53 cells 1.21x / 1.27x / 1.13x / 1.11x on one thread,
+// 1.20x / 1.36x / 1.20x / 1.08x on two; 5 of the 544 under 0.95x, the least 0.86x (s2d NHWC CRD b2
+// C16 of 2-byte elements at 1 MiB, one thread).
 bool groups_gather_chunks(runtime::core_kind cores) {
-  return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
+  return runtime::takes_amd_rules(cores) || cores == runtime::core_kind::intel;
 }
 
 // The cores that take the AVX2 level's plan over staged AVX-512 shuffles by the rules measured on
