@@ -1095,6 +1095,62 @@ TEST(PermuteRun, StreamingJoinedRunCopiesMatch) {
   EXPECT_STREQ(run_tile_kernel_avx512(48, false, true).name, "copy_runs_avx512");
 }
 
+// The run copy that fetches each plane's columns a plane ahead, straight through the kernel, on
+// tiles it prefetches (d2s channels-last K = 3's: each column's rows a run apart, the columns a
+// few rows' span apart, the planes further) and on tiles it copies without (one plane, rows
+// stepping back or wider than the columns' step, columns spanning over 256 bytes), every start
+// within a line; prefetched_column_bytes tells the two apart.
+TEST(PermuteRun, PlanePrefetchingRunCopiesMatch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const tile_kernel kernel = plane_prefetching_run_kernel_avx512();
+  ASSERT_STREQ(kernel.name, "copy_runs_prefetching_planes_avx512");
+  std::mt19937_64 rng(61);
+  for (std::int64_t width : {12, 16, 24, 32, 48, 63}) {
+    const std::int64_t rows = 4;
+    const std::int64_t column = 3 * width + width;  // a column's rows: 4 runs, back to back
+    auto tile = [&](std::int64_t planes, std::int64_t src_row, std::int64_t src_col) {
+      const std::int64_t cols = 7;
+      const std::int64_t row = cols * width;
+      return tile_shape{.planes = planes,
+                        .rows = rows,
+                        .cols = cols,
+                        .src_plane = cols * src_col + 5,
+                        .src_row = src_row,
+                        .src_col = src_col,
+                        .dst_plane = rows * row,
+                        .dst_row = row,
+                        .dst_col = width};
+    };
+    struct case_of {
+      const char* what;
+      tile_shape shape;
+      std::int64_t prefetched;
+    };
+    const case_of cases[] = {
+        {"prefetched", tile(5, width, column + 8), column},
+        {"prefetched, columns just apart", tile(3, width, column), column},
+        {"one plane", tile(1, width, column + 8), 0},
+        {"rows past the columns' step", tile(5, width, column - 1), 0},
+        {"rows stepping back", tile(5, -width, column + 8), 0},
+    };
+    for (const case_of& c : cases) {
+      EXPECT_EQ(prefetched_column_bytes(c.shape, static_cast<std::size_t>(width)), c.prefetched)
+          << c.what << " width=" << width;
+      if (c.shape.src_row < 0) continue;  // tile_copy_matches reads forward strides only
+      for (std::int64_t misalign : {0, 1, 16, 17, 63}) {
+        ASSERT_TRUE(tile_copy_matches(kernel, c.shape, width, misalign, rng))
+            << c.what << " width=" << width << " misalign=" << misalign;
+      }
+    }
+  }
+  // Columns of 8 rows of 40 bytes span 320 bytes, over max_prefetched_column_bytes.
+  const tile_shape wide{.planes = 3, .rows = 8, .cols = 4, .src_plane = 4096, .src_row = 40, .src_col = 1024};
+  EXPECT_EQ(prefetched_column_bytes(wide, 40), 0);
+  EXPECT_EQ(prefetched_column_bytes(
+                tile_shape{.planes = 3, .rows = 6, .cols = 4, .src_plane = 4096, .src_row = 40, .src_col = 1024}, 40),
+            240);
+}
+
 // The streaming copy of one-line (64-byte) runs: straight through the kernel, into destinations on
 // cache lines and off them, with strides of whole lines (every run streams, or none does) and of
 // parts of lines (some do, some take ordinary stores); the bytes between runs are untouched.
@@ -2153,9 +2209,10 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
 // 24-byte runs (the block's columns and the channels) whose tiles read the source in one stretch
 // (each column's rows 24 bytes apart, the columns 384) and continue the output. Where the output
 // streams, other cores join those tiles into streamed lines; a Zen 5 copies them with ordinary
-// stores (joins_source_stretches), below 64 MiB with the plain run copy and far past the cache
-// with the kernel that joins only tiles of interleaved source streams. Intel's cores take the
-// plain copy below 64 MiB too (copies_runs_into_the_cache).
+// stores (joins_source_stretches), below 64 MiB with the run copy that fetches each plane a plane
+// ahead (prefetches_next_planes: the tile's columns span 96 bytes) and far past the cache with the
+// kernel that joins only tiles of interleaved source streams. Intel's cores take the plain copy
+// below 64 MiB (copies_runs_into_the_cache).
 TEST(PermutePlan, Zen5CopiesRunsReadInOneSourceStretchWithOrdinaryStores) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto depth_to_space = [](std::int64_t size) {
@@ -2173,7 +2230,9 @@ TEST(PermutePlan, Zen5CopiesRunsReadInOneSourceStretchWithOrdinaryStores) {
       const permute_plan plan = plan_permute(streamed, 2);
       ASSERT_GE(plan.total_bytes, static_cast<std::int64_t>(streaming_output_bytes));
       EXPECT_EQ(plan.width, 24U) << describe(plan);
-      EXPECT_EQ(kernel_name(plan), zen5 || intel ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512")
+      EXPECT_EQ(kernel_name(plan), zen5    ? "copy_runs_prefetching_planes_avx512"
+                                   : intel ? "copy_runs_avx512"
+                                           : "copy_joined_runs_streaming_avx512")
           << describe(plan);
       EXPECT_EQ(kernel_name(plan_permute(far, 2)),
                 zen5 ? "copy_joined_interleaved_runs_streaming_far_avx512" : "copy_joined_runs_streaming_far_avx512");

@@ -72,6 +72,22 @@ tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming, bool far_pas
 tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming, bool far_past_cache = false,
                                    bool joins_source_stretches = true) noexcept;
 
+/// The source bytes one column of a tile spans over its rows, where each column's rows lie within
+/// max_prefetched_column_bytes and step forward by less than the columns do, in tiles of two or
+/// more planes and columns: what plane_prefetching_run_kernel_avx512 fetches a plane ahead per
+/// column. 0 for other tiles.
+inline constexpr std::int64_t max_prefetched_column_bytes = 256;
+[[nodiscard]] inline std::int64_t prefetched_column_bytes(const tile_shape& t, std::size_t width) noexcept {
+  const std::int64_t span = (t.rows - 1) * t.src_row + static_cast<std::int64_t>(width);
+  const std::int64_t column_step = t.src_col < 0 ? -t.src_col : t.src_col;
+  const bool rows_within_columns = t.rows == 1 || (t.src_row > 0 && span <= column_step);
+  if (t.planes < 2 || t.cols < 2 || !rows_within_columns || span > max_prefetched_column_bytes) return 0;
+  return span;
+}
+/// Run copies (as run_tile_kernel_avx512 makes them, ordinary stores) that, during each plane's
+/// first row, fetch every column's prefetched_column_bytes of the next plane into L1.
+tile_kernel plane_prefetching_run_kernel_avx512() noexcept;
+
 /// Bytes a staging buffer holds past the segments a staging tile kernel copies to or from it.
 inline constexpr std::size_t staging_slack_bytes = 64;
 /// Segment copies of `width` bytes for staged shuffles (shuffle_tile::segment_copy), where one side
