@@ -1944,9 +1944,10 @@ TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
 // On Intel's cores streamed de-interleaves of 2-4 ways of 64 MiB or more prefetch their source
 // (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB,
 // and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on lines do
-// not, nor do smaller outputs (16 MiB), other cores or the common rules. The kernels with the
-// prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off lines).
-TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleaves) {
+// not, nor do smaller outputs (16 MiB), Zen 4 or the common rules; a Zen 5 prefetches only for
+// more than 4 ways (b8 off lines). The kernels with the prefetch match the naive permute (16 MiB
+// plans given it, of 2 ways, and of 8 ways off lines).
+TEST(PermutePlan, IntelAndZen5PrefetchTheSourceOfStreamedDeinterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(97);
   const std::vector<int> s2d_nchw{1, 3, 0, 2};
@@ -1976,7 +1977,13 @@ TEST(PermutePlan, IntelPrefetchesTheSourceOfStreamedDeinterleaves) {
     for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::amd_zen4}) {
       runtime::plan_for_core_kind_for_testing(cores);
       EXPECT_EQ(prefetch_of(two_ways), 0) << to_string(cap);
+      EXPECT_EQ(prefetch_of(eight_ways_off_lines), 0) << to_string(cap);
     }
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+    EXPECT_EQ(prefetch_of(two_ways), 0) << to_string(cap);
+    EXPECT_EQ(prefetch_of(four_ways), 0) << to_string(cap);
+    EXPECT_EQ(prefetch_of(eight_ways), 0) << to_string(cap);
+    EXPECT_EQ(prefetch_of(eight_ways_off_lines), 8192) << to_string(cap);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
     permute_plan prefetching = plan_permute(sixteen_mib, 4);
     ASSERT_TRUE(prefetching.shuffle) << describe(prefetching);

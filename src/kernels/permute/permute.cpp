@@ -1975,15 +1975,21 @@ constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 // the prefetches cost: 0.82x / 0.79x (VBMI / AVX2). Until now GCC had deleted them (see
 // kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
 bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
+// On a Zen 5 (family 1Ah, model 2, 2 vCPUs) the same A/B over the 453 cells this rule would
+// change (three alternations, both orders): the 391 of 2-4 ways 1.00x / 1.02x on one / two threads
+// (0.67x the least), so a Zen 5 leaves them; the 62 of more ways 1.12x / 1.14x (8 ways 1.04-1.13x,
+// 16 ways of 16- and 32-byte lanes 1.34-1.54x; 7 under 0.96x, the least 0.81x), which it takes.
 bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
+  const runtime::core_kind cores = runtime::planning_core_kind();
+  const bool intel = cores == runtime::core_kind::intel;
   if (!plan.shuffle || plan.shuffle->interleave || !plan.shuffle->repeat.streaming || !far_past_the_cache(plan) ||
-      plan.shuffle->level < isa::avx512 || runtime::planning_core_kind() != runtime::core_kind::intel) {
+      plan.shuffle->level < isa::avx512 || !(intel || cores == runtime::core_kind::amd_zen5)) {
     return false;
   }
   const shuffle_tile& tile = *plan.shuffle;
   if (tile.segment_copy.copy != nullptr) return false;
   const std::size_t ways = tile.offsets.size();
-  if (ways <= max_prefetching_deinterleave_ways) return true;
+  if (ways <= max_prefetching_deinterleave_ways) return intel;
   const bool rows_off_lines = way_row_bytes(plan) % 64 != 0;
   const bool power_of_two = (ways & (ways - 1)) == 0;
   return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two);
