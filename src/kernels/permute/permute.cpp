@@ -1339,7 +1339,15 @@ bool takes_amd_staging_rules(runtime::core_kind cores) {
 // a 3-way de-interleave of 4-byte lanes) and 1.47x on two (110 cells, the assembled de-interleaves
 // of plans_streamed_deinterleaves_for_the_cache among them); at 256 MiB, where far_past_the_cache
 // leaves the Zen 4 rules out, 5 cells 1.16x (2-way interleaves of bytes 0.75x).
-bool takes_zen4_staging_rules(runtime::core_kind cores) {
+// A Zen 5 (family 1Ah, model 2, 2 vCPUs) takes them for outputs under 512 KiB, inside its 1 MiB
+// L2: each grid cell they change planned both ways in one process (bench/plan_ab, 31 / 21 / 15 / 7
+// samples), one / two threads: 64 KiB 91 cells 1.07x / 1.19x, 256 KiB 95 cells 1.05x / 1.25x
+// (staged 2-8-way interleaves of 4- and 8-byte lanes 1.2-1.4x on two threads; 16 / 6 cells of
+// 64 KiB under 0.95x, 3- and 2-way ones of bytes 0.78-0.82x on one), 1 MiB 99 cells 0.98x / 1.01x,
+// 16 MiB 94 cells 0.83x / 0.87x.
+constexpr std::int64_t max_zen5_zen4_staging_output_bytes = std::int64_t{512} << 10;
+bool takes_zen4_staging_rules(runtime::core_kind cores, const permute_plan& plan) {
+  if (cores == runtime::core_kind::amd_zen5) return plan.total_bytes < max_zen5_zen4_staging_output_bytes;
   return cores == runtime::core_kind::amd_zen4 || cores == runtime::core_kind::intel;
 }
 
@@ -2102,7 +2110,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
       // Staged AVX-512 shuffles whose AVX2 plan, made once, walks the segments in place or
       // interleaves unstaged.
       const bool amd_staging = takes_amd_staging_rules(cores);
-      const bool zen4_staging = takes_zen4_staging_rules(cores);
+      const bool zen4_staging = takes_zen4_staging_rules(cores, plan);
       const bool segments_win =
           (intel && stages_where_avx2_segments_win_on_intel(plan)) ||
           (amd_staging && stages_where_avx2_segments_win_on_amd(plan) && !streams_grouped_on_amd(plan));
