@@ -411,11 +411,10 @@ tile_shape whole_tile_of(const permute_plan& plan) {
 // order): 1.27x on one thread (1.08-1.49x per cell; d2s channels-last K = 3 DCR b4 C3 of 2-byte
 // elements 1.45x), 1.38x / 1.48x on two (two runs). Far past the cache these tiles have no planes
 // (the plane axis walks outside them), so nothing changes there; other cores are unmeasured.
-constexpr std::size_t min_joinable_run_bytes = 12;  // runs.inc's min_joined_run_bytes
 bool prefetches_next_planes(const permute_plan& plan) {
   const tile_shape tile = whole_tile_of(plan);
   return planning_isa() >= isa::avx512 && !joins_source_stretches() && output_streams(plan) &&
-         !far_past_the_cache(plan) && plan.width >= min_joinable_run_bytes && plan.width < 64 &&
+         !far_past_the_cache(plan) && plan.width >= min_joined_run_bytes && plan.width < 64 &&
          prefetched_column_bytes(tile, plan.width) > 0;
 }
 

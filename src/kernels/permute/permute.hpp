@@ -67,6 +67,9 @@ tile_kernel select_tile_kernel(std::size_t width) noexcept;
 /// (64 MiB or more); runs of 12-63 bytes are then joined in tiles that read several source
 /// streams in turn too. `joins_source_stretches` false: tiles that read the source in one stretch
 /// are not joined (copied the ordinary way), so below far_past_cache no tile is.
+/// The shortest runs (under a line) the streaming avx512 kernel joins into whole lines (see
+/// runs.inc).
+inline constexpr std::size_t min_joined_run_bytes = 12;
 tile_kernel run_tile_kernel_avx2(std::size_t width, bool streaming, bool far_past_cache = false,
                                  bool joins_source_stretches = true) noexcept;
 tile_kernel run_tile_kernel_avx512(std::size_t width, bool streaming, bool far_past_cache = false,
