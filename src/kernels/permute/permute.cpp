@@ -2257,9 +2257,13 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // the tile reads part of each source row, another outer position the rest (d2s channels-last
   // K = 3 DCR, 7 cells), streaming gained 1.22-1.38x on one thread but lost 0.85-0.99x on two; where
   // no tile axis steps by a line (s2d channels-last K = 3 b8), the benchmark's ratio fell 0.85-0.93x.
+  // Far past the cache both kinds stream too: at 256 MiB on an Intel Xeon with AMX (2 vCPUs), the
+  // 10 such grid cells planned both ways in one process (bench/plan_ab, both orders) 1.45-1.50x on
+  // one thread, 1.45-1.51x on two (each 0.46-0.51 of memcpy before, 0.64-0.87 after); at 64 MiB the
+  // two that reach it 1.26-1.28x. Not measured on AMD's cores.
+  const bool streams_line_runs = reads_source_stretches(plan) || far_past_the_cache(plan);
   plan.kernel = tile_kernel_for_isa(
-      plan.width,
-      output_streams(plan) && (plan.width != 64 || reads_source_stretches(plan)) && !copies_runs_into_the_cache(plan),
+      plan.width, output_streams(plan) && (plan.width != 64 || streams_line_runs) && !copies_runs_into_the_cache(plan),
       far_past_the_cache(plan));
   if (prefetches_next_planes(plan)) plan.kernel = plane_prefetching_run_kernel_avx512();
   if (transpose && plan.row.src_stride == 8) {
