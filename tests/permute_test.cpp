@@ -1325,20 +1325,20 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   const permute_plan line_plan = plan_permute(line_runs, 1);
   EXPECT_EQ(kernel_name(line_plan), "copy_x512_streaming_avx512") << describe(line_plan);
   expect_matches_naive_on_one_and_two_threads(line_runs, line_plan, 1, rng);
-  const auto partial_rows = packed_transpose({1, 40, 40, 40, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2);
-  const permute_plan partial_plan = plan_permute(partial_rows, 2);
-  EXPECT_EQ(kernel_name(partial_plan), "copy_x512_avx512") << describe(partial_plan);
-  const auto scattered_runs = packed_transpose({1, 16, 8, 16, 8, 16, 8, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, 8);
-  const permute_plan scattered_plan = plan_permute(scattered_runs, 8);
-  EXPECT_EQ(kernel_name(scattered_plan), "copy_x512_avx512") << describe(scattered_plan);
+  // The plan of one tensor, whose run copy is `kernel`.
+  auto plan_copying_with = [](const std::vector<permute_axis>& axes, std::size_t width, const char* kernel) {
+    const permute_plan plan_of_axes = plan_permute(axes, width);
+    EXPECT_EQ(kernel_name(plan_of_axes), kernel) << describe(plan_of_axes);
+    return plan_of_axes;
+  };
+  plan_copying_with(packed_transpose({1, 40, 40, 40, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2), 2, "copy_x512_avx512");
+  plan_copying_with(packed_transpose({1, 16, 8, 16, 8, 16, 8, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, 8), 8, "copy_x512_avx512");
   // Far past the cache (64 MiB) both stream: the second as the space_to_depth of b = 8, C = 1 of
   // 8-byte elements with twice the depth and width.
-  const auto far_partial_rows = packed_transpose({1, 64, 64, 64, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2);
-  const permute_plan far_partial_plan = plan_permute(far_partial_rows, 2);
-  EXPECT_EQ(kernel_name(far_partial_plan), "copy_x512_streaming_avx512") << describe(far_partial_plan);
+  plan_copying_with(packed_transpose({1, 64, 64, 64, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2), 2,
+                    "copy_x512_streaming_avx512");
   const auto far_scattered_runs = packed_transpose({1, 32, 8, 16, 8, 32, 8, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, 8);
-  const permute_plan far_scattered_plan = plan_permute(far_scattered_runs, 8);
-  EXPECT_EQ(kernel_name(far_scattered_plan), "copy_x512_streaming_avx512") << describe(far_scattered_plan);
+  const permute_plan far_scattered_plan = plan_copying_with(far_scattered_runs, 8, "copy_x512_streaming_avx512");
   expect_matches_naive_on_one_and_two_threads(far_scattered_runs, far_scattered_plan, 8, rng);
   // Whether a plan is a shuffle that streams (a fatal failure where it is no shuffle).
   auto expect_shuffle_streaming = [](const std::vector<permute_axis>& axes, std::int64_t width, bool streams) {
