@@ -1302,12 +1302,16 @@ void expect_matches_naive_off_a_line(const std::vector<permute_axis>& axes, cons
 TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   set_max_isa(isa::avx512);
+  // The plan of one tensor, whose run copy is `kernel`.
+  auto plan_copying_with = [](const std::vector<permute_axis>& axes, std::size_t width, const char* kernel) {
+    const permute_plan plan_of_axes = plan_permute(axes, width);
+    EXPECT_EQ(kernel_name(plan_of_axes), kernel) << describe(plan_of_axes);
+    return plan_of_axes;
+  };
   // NHWC DCR space_to_depth, b = 2, C = 64 float32 (runs of 512 bytes): 16 MiB, then 1 MiB.
   const auto large = packed_transpose({1, 128, 2, 128, 2, 64}, {0, 1, 3, 2, 4, 5}, 4);
-  const permute_plan plan = plan_permute(large, 4);
-  EXPECT_EQ(kernel_name(plan), "copy_runs_streaming_avx512") << describe(plan);
-  const permute_plan small = plan_permute(packed_transpose({1, 32, 2, 32, 2, 64}, {0, 1, 3, 2, 4, 5}, 4), 4);
-  EXPECT_EQ(kernel_name(small), "copy_runs_avx512") << describe(small);
+  const permute_plan plan = plan_copying_with(large, 4, "copy_runs_streaming_avx512");
+  plan_copying_with(packed_transpose({1, 32, 2, 32, 2, 64}, {0, 1, 3, 2, 4, 5}, 4), 4, "copy_runs_avx512");
   std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
   std::mt19937_64 rng(29);
   for (auto& v : src) v = static_cast<std::byte>(rng());
@@ -1322,15 +1326,8 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   // each row belongs to another outer position), nor where no tile axis steps by a line (the
   // space_to_depth of it, b = 8, C = 1 of 8-byte elements).
   const auto line_runs = packed_transpose({1, 256, 256, 4, 4, 16}, {0, 1, 3, 2, 4, 5}, 1);
-  const permute_plan line_plan = plan_permute(line_runs, 1);
-  EXPECT_EQ(kernel_name(line_plan), "copy_x512_streaming_avx512") << describe(line_plan);
+  const permute_plan line_plan = plan_copying_with(line_runs, 1, "copy_x512_streaming_avx512");
   expect_matches_naive_on_one_and_two_threads(line_runs, line_plan, 1, rng);
-  // The plan of one tensor, whose run copy is `kernel`.
-  auto plan_copying_with = [](const std::vector<permute_axis>& axes, std::size_t width, const char* kernel) {
-    const permute_plan plan_of_axes = plan_permute(axes, width);
-    EXPECT_EQ(kernel_name(plan_of_axes), kernel) << describe(plan_of_axes);
-    return plan_of_axes;
-  };
   plan_copying_with(packed_transpose({1, 40, 40, 40, 2, 2, 2, 16}, {0, 1, 4, 2, 5, 3, 6, 7}, 2), 2, "copy_x512_avx512");
   plan_copying_with(packed_transpose({1, 16, 8, 16, 8, 16, 8, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, 8), 8, "copy_x512_avx512");
   // Far past the cache (64 MiB) both stream: the second as the space_to_depth of b = 8, C = 1 of
