@@ -1377,6 +1377,46 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// Far past the cache a staged de-interleave streams its short rows (streams_short_staged_rows):
+// s2d channels-last K = 3 CRD b8 C16 of 2-byte elements at 64 MiB, whose blocks of the repeat were
+// one source plane each (one line of each way per call), and b4 C16 of 4-byte elements, whose calls
+// group outer positions with each way's row on whole lines. Not at 16 MiB, nor below AVX-512, nor
+// where grouped rows are off lines (b3 C16 of 4-byte elements: rows of 108 bytes). Both match the
+// element loop on one and two threads, and 16 bytes past a line.
+TEST(PermutePlan, StagedDeinterleavesFarPastTheCacheStreamShortRows) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(113);
+  const std::vector<int> s2d_cl3_crd{0, 2, 4, 6, 1, 3, 5};
+  // [d, b, h, b, w, b, c] -> [d, h, w, c, b, b, b]
+  auto s2d = [&](std::int64_t side, std::int64_t block, std::int64_t channels, std::int64_t width) {
+    return packed_transpose({side, block, side, block, side, block, channels}, s2d_cl3_crd, width);
+  };
+  auto streams_short_rows = [](const std::vector<permute_axis>& axes, std::int64_t width) {
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    const bool staged = plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr;
+    EXPECT_TRUE(staged) << describe(plan);
+    return staged && plan.shuffle->streams_short_staged_rows;
+  };
+  const auto blocked = s2d(16, 8, 16, 2);
+  const auto grouped = s2d(32, 4, 16, 4);
+  set_max_isa(isa::avx512);
+  EXPECT_TRUE(streams_short_rows(blocked, 2));
+  EXPECT_TRUE(streams_short_rows(grouped, 4));
+  EXPECT_FALSE(streams_short_rows(s2d(8, 8, 16, 2), 2));   // 16 MiB
+  EXPECT_FALSE(streams_short_rows(s2d(34, 3, 16, 4), 4));  // 68 MB, rows of 108 bytes
+  const permute_plan plan = plan_permute(blocked, 2);
+  EXPECT_NE(describe(plan).find(" short rows too"), std::string::npos) << describe(plan);
+  expect_matches_naive_on_one_and_two_threads(blocked, plan, 2, rng);
+  expect_matches_naive_off_a_line(blocked, plan, 2, rng);
+  const permute_plan grouped_plan = plan_permute(grouped, 4);
+  expect_matches_naive_on_one_and_two_threads(grouped, grouped_plan, 4, rng);
+  expect_matches_naive_off_a_line(grouped, grouped_plan, 4, rng);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_plan = plan_permute(blocked, 2);
+  EXPECT_FALSE(avx2_plan.shuffle && avx2_plan.shuffle->streams_short_staged_rows) << describe(avx2_plan);
+  set_max_isa(isa::avx512vbmi);
+}
+
 // Run copies of short runs whose output is larger than the cache and whose output rows are long
 // walk the source in order, three or more output rows at a time; in cache, or with two output
 // rows, they keep writing each output row in order.

@@ -741,6 +741,7 @@ bool streams_staged_segments(const permute_plan& plan, const shuffle_tile& tile,
 // source and destination swapped. The order in which the other axes are walked does not change
 // the result, so they become the outer axes as they are.
 bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below, with rows_fit_line_sinks
+bool streams_short_staged_rows(const permute_plan& plan);              // below, with run_staged_plan
 
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
@@ -942,6 +943,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->level = kernel.level;
   plan.shuffle->transposes = kernel.transposes;
   if (streams_short_rows_through_line_sinks(plan)) plan.shuffle->repeat.streaming = true;
+  plan.shuffle->streams_short_staged_rows = streams_short_staged_rows(plan);
   return true;
 }
 
@@ -2409,8 +2411,10 @@ tile_shape planes_innermost(const tile_shape& t) {
 // either way its segments are consecutive on the far side, so one shuffle call covers it. With
 // `group` (extent > 1), the call moves the whole repeat at each of group.extent positions of that
 // axis, which must all fit the buffer at once: one segment copy and one shuffle for all of them.
+// streams_short_rows: a streamed de-interleave streams its rows however few bytes of each it writes.
 void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst, std::int64_t length,
-                const shuffle_repeat& repeat, const permute_axis& group, const std::byte* src_end) {
+                const shuffle_repeat& repeat, const permute_axis& group, const std::byte* src_end,
+                bool streams_short_rows) {
   const bool interleave = tile.interleave;
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
   const std::int64_t far_bytes = length * static_cast<std::int64_t>(width);  // one segment's run per way
@@ -2441,13 +2445,15 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
     // (b_way_run joins rows off lines into whole ones). Same-run A/B over the 132 staged
     // de-interleaves of the 16 MiB grid, twice: 1.19x over the 64 whose calls write that much
     // (median 0.30 -> 0.36 of memcpy); streaming shorter calls too was mixed (1.06x, 18 of 68
-    // cells under 0.9x).
-    const shuffle_repeat per_plane{.inner = interleave ? permute_axis{group.extent, far_plane, plane_bytes}
-                                                       : permute_axis{group.extent, plane_bytes, far_plane},
-                                   .streaming = !interleave && repeat.streaming &&
-                                                far_bytes * rows * cols >= streamed_unaligned_deinterleave_run_bytes,
-                                   // The shuffle reads the source (interleave) or the buffer.
-                                   .readable_end = interleave ? src_end : buffer + sizeof(buffer)};
+    // cells under 0.9x). Far past the cache, with streams_short_rows, it streams them however
+    // short (see streams_short_staged_rows).
+    const shuffle_repeat per_plane{
+        .inner = interleave ? permute_axis{group.extent, far_plane, plane_bytes}
+                            : permute_axis{group.extent, plane_bytes, far_plane},
+        .streaming = !interleave && repeat.streaming &&
+                     (streams_short_rows || far_bytes * rows * cols >= streamed_unaligned_deinterleave_run_bytes),
+        // The shuffle reads the source (interleave) or the buffer.
+        .readable_end = interleave ? src_end : buffer + sizeof(buffer)};
     if (interleave) {
       tile.fn(src + far_offset, buffer, run, tile.offsets.data(), per_plane);
       // Where the group's positions lie side by side within each output line (segments under a
@@ -2542,6 +2548,39 @@ void split_items(std::int64_t items, const work_split& split, const Body& body) 
 // block is now the whole axis; three alternations), 1.10x / 1.12x at 16 MiB (250 cells, two);
 // 64 KiB unchanged. Blocks of 512 KiB ran 2-4% slower than 2 MiB ones, of 8 MiB 0-1.5%.
 constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
+
+// Far past the cache (far_past_the_cache) a staged de-interleave's calls stream their ways' rows
+// however short, and its blocks give each way at least this many bytes per call. Every line goes
+// to memory there anyway, and the rules they replace were measured at 16 MiB: rows of under 2 KiB
+// per call went out with ordinary stores (a read for ownership each), and a block was one position
+// of a repeat axis whose source stride is a plane of megabytes, so that each call wrote a line or
+// less of each way (s2d channels-last K = 3 CRD b8 C64: each 32 KiB output pixel written a line in
+// eight at a time, in eight passes over the output). On an Intel Xeon with AMX (2 vCPUs), the 40
+// of the 51 staged de-interleaves of the 256 MiB grid whose plans this changes, planned both ways
+// in one process (bench/plan_ab, three samples, both orders): 1.35x on one thread (29 faster by
+// over 3%, none slower by 1%; channels-last K = 3 CRD b8 C16 / C64 and b3 C64 2.5-3.3x, 0.14-0.19
+// -> 0.36-0.61 of memcpy; NHWC CRD b8 and channels-last K = 3 CRD b4 1.3-1.6x; channels-first
+// K = 3 b3 / b8 of C3-C16 1.15-1.55x), 1.34-1.36x on two, 1.24x into outputs 16 bytes past a line;
+// at 64 MiB the 23 it changes 1.17x (channels-first K = 3 ones within 3% either way, the rest
+// 1.1-2.1x). Blocks of at least 256 or 512 bytes per way gained less, and no blocks at all lost
+// 0.7-0.9x on channels-first K = 3 DCR, whose blocks already give each way hundreds of KiB. The
+// calls that group outer positions (run_staged_plan: two or more per buffer) stream short rows
+// only where every way's row of a position fills whole lines, and the output starts on one: rows
+// of 108 and 216 bytes lost 0.78-0.86x (s2d channels-last K = 3 CRD b3 C16 of 4- and 8-byte
+// elements), as did whole-line rows 16 bytes past a line, 0.75-0.88x: the lines two rows share
+// went both ways. Not measured on AMD's cores.
+constexpr std::int64_t min_far_staged_block_row_bytes = 1024;
+
+bool streams_short_staged_rows(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.interleave || tile.segment_copy.copy == nullptr || tile.segmented != nullptr || !tile.repeat.streaming ||
+      tile.level < isa::avx512 || !far_past_the_cache(plan)) {
+    return false;
+  }
+  const bool groups_positions = !plan.outer.empty() && 2 * staged_call_bytes(plan) <= staging_bytes;
+  const std::int64_t position_row_bytes = way_row_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
+  return !groups_positions || position_row_bytes % 64 == 0;
+}
 
 // A staged interleave with a destination group (shuffle_tile::destination_group): each work item
 // shuffles the group's positions of a batch into the buffer, plane after plane, copies the
@@ -2676,6 +2715,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     const permute_axis group = outer.back();
     outer.pop_back();
     const std::int64_t positions = outer_count / group.extent;
+    // Rows on lines only where the output starts on one (see streams_short_staged_rows).
+    const bool streams_short_rows = tile.streams_short_staged_rows && reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
     // On two or more threads, where the outer positions interleave on the destination, the repeat
     // is cut into blocks as well, outermost, so that each thread writes its own stretch of the
     // output with every position of it: work items of whole positions put both threads on the same
@@ -2705,7 +2746,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
             const std::int64_t first = item * per_group;
             const permute_axis part{std::min(per_group, group.extent - first), group.src_stride, group.dst_stride};
             run_staged(tile, plan.width, src + src_offset + first * group.src_stride,
-                       dst + dst_offset + first * group.dst_stride, tile.run.extent, repeat, part, src_end);
+                       dst + dst_offset + first * group.dst_stride, tile.run.extent, repeat, part, src_end,
+                       streams_short_rows);
           });
     });
     return;
@@ -2731,7 +2773,12 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
           ? (split_by_blocks ? per_block_item
                              : split_axis.extent * outer_count / (min_items_per_thread * split.threads))
           : split_axis.extent;
-  const std::int64_t largest_block = std::clamp<std::int64_t>(std::min(by_size, by_threads), 1, split_axis.extent);
+  const std::int64_t fewest_positions =
+      tile.streams_short_staged_rows
+          ? ceil_div(min_far_staged_block_row_bytes * static_cast<std::int64_t>(tile.offsets.size()), step_bytes)
+          : 1;
+  const std::int64_t largest_block =
+      std::clamp<std::int64_t>(std::max(fewest_positions, std::min(by_size, by_threads)), 1, split_axis.extent);
   // With two or more threads the blocks are evened out (as many, none larger): the threads take
   // equal runs of work items, ordered block-major, so a short last block left one thread the long
   // blocks and the other the short ones (8 positions cut 7 + 1: one thread did 7 / 8 of the work).
@@ -2749,8 +2796,8 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
     std::int64_t item = begin;
     for_each_item(by_block, 1, begin, end, [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t) {
       const shuffle_repeat repeat = blocks.of(item++ / outer_count);
-      run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat, permute_axis{},
-                 src_end);
+      run_staged(tile, plan.width, src + src_offset, dst + dst_offset, tile.run.extent, repeat, permute_axis{}, src_end,
+                 tile.streams_short_staged_rows);
     });
   });
 }
@@ -3052,6 +3099,7 @@ std::string describe(const permute_plan& plan) {
              : plan.shuffle->segment_copy.copy != nullptr ? std::string(" staged by ") + plan.shuffle->segment_copy.name
                                                           : std::string()) +
             (plan.shuffle->repeat.streaming ? " streaming" : "") +
+            (plan.shuffle->streams_short_staged_rows ? " short rows too" : "") +
             (plan.shuffle->repeat.source_prefetch_bytes > 0
                  ? " prefetching " + std::to_string(plan.shuffle->repeat.source_prefetch_bytes) + " ahead"
                  : std::string()) +

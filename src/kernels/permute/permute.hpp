@@ -252,6 +252,11 @@ struct shuffle_tile {
   /// choose_shuffle) where the shuffle walks the near side's segments in place instead: no buffer,
   /// one pass (segment_copy stays set, for the rules that ask whether the plan stages).
   segmented_shuffle_fn segmented = nullptr;
+  /// Set (staged de-interleaves far past the cache; see streams_short_staged_rows in permute.cpp)
+  /// where each call streams its ways' rows however few bytes of each it writes, and the blocks
+  /// the staged run cuts the repeat into give each way min_far_staged_block_row_bytes or more per
+  /// call; else a call streams rows of 2 KiB or more only, and blocks are cut by the source's span.
+  bool streams_short_staged_rows = false;
   /// Set (extent > 1; staged interleaves whose output streams) where the segments continue one
   /// another on the destination across this axis and then across repeat.inner (dst stride = the
   /// segment's bytes, extent * segment = repeat.inner's dst stride): d2s channels-first K = 3, whose
