@@ -1260,8 +1260,8 @@ TEST(PermuteRun, StaggeredDeinterleavesOfContinuingRowsMatch) {
   }
 }
 
-// Runs `plan` of `axes` on random bytes with each thread count from one to `most_threads`: every
-// output matches the naive copy.
+// Runs `plan` of `axes` on random bytes with each thread count from one to `most_threads`, into an
+// output that starts on a cache line: every output matches the naive copy.
 void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes, const permute_plan& plan,
                                            std::int64_t width, std::mt19937_64& rng, int most_threads) {
   std::vector<std::byte> src(static_cast<std::size_t>(plan.total_bytes));
@@ -1269,9 +1269,15 @@ void expect_matches_naive_on_thread_counts(const std::vector<permute_axis>& axes
   std::vector<std::byte> expected(src.size(), std::byte{0x5A});
   permute_naive(axes, src.data(), expected.data(), width);
   for (int threads = 1; threads <= most_threads; ++threads) {
-    std::vector<std::byte> actual(src.size(), std::byte{0x5A});
-    run_permute(plan, src.data(), actual.data(), threads);
-    EXPECT_TRUE(actual == expected) << threads << " threads: " << describe(plan);
+    // On a cache line, as the plans assume (a vector's own data is 16 bytes past one where malloc
+    // maps it), the line's bytes past the output untouched.
+    std::vector<std::byte> storage(src.size() + 128, std::byte{0x5A});
+    std::byte* const actual = line_start(storage);
+    run_permute(plan, src.data(), actual, threads);
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), actual)) << threads << " threads: " << describe(plan);
+    EXPECT_TRUE(
+        std::all_of(actual + src.size(), actual + src.size() + 64, [](std::byte v) { return v == std::byte{0x5A}; }))
+        << threads << " threads: " << describe(plan);
   }
 }
 
@@ -3023,6 +3029,34 @@ TEST(PermutePlan, Zen4AndIntelTakeTheAvx2PlanOverStagedInterleavesOfEightWays) {
     EXPECT_EQ(common_cubes.shuffle->level, isa::avx512) << describe(common_cubes);
     EXPECT_NE(describe(common_cubes).find(" staged by "), std::string::npos) << describe(common_cubes);
   }
+  set_max_isa(isa::avx512vbmi);
+}
+
+// Far past the cache a destination group of source pixels is cut into parts that let a batch
+// take every inner position (destination_group_part): d2s channels-last K = 3 CRD b8 C16 of 4-byte
+// elements at 64 MiB, [16, 16, 8, 16 * 512] -> [128, 128, 64, 16], pixels of 32 KiB and segments of
+// 512 bytes, in parts of 2 of the 8 pixels. Not at 16 MiB, nor for segments under 256 bytes (C16 of
+// bytes: 128). The parts match the element loop on one and two threads; into an output off a line
+// the whole group is taken, and matches too.
+TEST(PermutePlan, FarStreamedStagedInterleavesTakeTheirPixelGroupsInParts) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  set_max_isa(isa::avx512);
+  std::mt19937_64 rng(131);
+  const std::vector<int> d2s_channels_last_crd{0, 4, 1, 5, 2, 6, 3};  // [d, h, w, c, b, b, b]
+  auto part_of = [](const std::vector<permute_axis>& axes, std::size_t width) {
+    const permute_plan plan = plan_permute(axes, width);
+    EXPECT_TRUE(plan.shuffle && plan.shuffle->interleave && plan.shuffle->destination_group.extent > 1)
+        << describe(plan);
+    return plan.shuffle ? plan.shuffle->destination_group_part : -1;
+  };
+  const auto far = packed_transpose({16, 16, 8, 16, 8, 8, 8}, d2s_channels_last_crd, 4);
+  EXPECT_EQ(part_of(far, 4), 2);
+  EXPECT_EQ(part_of(packed_transpose({4, 16, 8, 16, 8, 8, 8}, d2s_channels_last_crd, 4), 4), 0);    // 16 MiB
+  EXPECT_EQ(part_of(packed_transpose({16, 32, 16, 16, 8, 8, 8}, d2s_channels_last_crd, 1), 1), 0);  // 64 MiB
+  const permute_plan plan = plan_permute(far, 4);
+  EXPECT_NE(describe(plan).find(" in parts of 2"), std::string::npos) << describe(plan);
+  expect_matches_naive_on_one_and_two_threads(far, plan, 4, rng);
+  expect_matches_naive_off_a_line(far, plan, 4, rng);
   set_max_isa(isa::avx512vbmi);
 }
 

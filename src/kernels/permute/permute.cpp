@@ -701,6 +701,36 @@ void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t se
   }
 }
 
+// Far past the cache, a group of source pixels of up to 64 KiB whose stretch leaves room for few
+// positions of repeat.inner per batch (d2s channels-last K = 3 CRD b8 C64 of bytes: a 10 KiB
+// output row of 20 pixels, so one of each pixel's 8 source rows bh per batch, 8 bytes of each line
+// it reads) is cut into parts of as many positions as fill half the buffer with every inner
+// position: each batch reads its pixels' lines whole. On an Intel Xeon with AMX (2 vCPUs), the 6
+// such cells of the 256 MiB grid (d2s channels-last K = 3 CRD b4 / b8 of C16 / C64, segments of
+// 256-1024 bytes), planned both ways in one process (bench/plan_ab, five samples, both orders):
+// 1.55x on one thread (1.19-2.1x; b8 C16 of 4- and 8-byte elements 2.0-2.1x, 0.29 -> 0.61 of
+// memcpy), 1.56x on two; at 64 MiB 1.13x (0.97-1.67x). Parts that fill the whole buffer gained
+// less (1.40x over 7 cells, against 1.43x). Segments under 256 bytes (b8 C16 of bytes) went
+// 0.94-0.99x and keep the whole group, as do groups whose positions lie farther apart
+// (channels-first K = 3 CRD, planes of 250 KB: 0.65x in parts). Into outputs off a line each
+// part's first and last lines are shared with the next part's (0.81x for b8 C16 of bytes 16 bytes
+// past a line), so those keep the whole group (run_staged_in_destination_order).
+constexpr std::int64_t min_parted_destination_group_segment_bytes = 256;
+constexpr std::int64_t max_parted_destination_group_pixel_bytes = std::int64_t{64} << 10;
+
+std::int64_t destination_group_part(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.destination_group.extent <= 1 || tile.level < isa::avx512 || !far_past_the_cache(plan)) return 0;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  const std::int64_t segment = tile.run.extent * static_cast<std::int64_t>(plan.width) * ways;
+  if (magnitude(tile.destination_group.src_stride) > max_parted_destination_group_pixel_bytes ||
+      segment < min_parted_destination_group_segment_bytes) {
+    return 0;
+  }
+  const std::int64_t part = std::max<std::int64_t>(1, staging_bytes / (2 * segment * tile.repeat.inner.extent));
+  return part < tile.destination_group.extent ? part : 0;
+}
+
 // A destination group caps a call's batch at what one stretch per inner position fills of the
 // buffer: the block-transposing interleaves of d2s channels-last K = 3 CRD C64 (each source pixel's
 // 64 x b^3 block) then transposed b positions per call (b3: 16 x 16 blocks of which 3 rows are
@@ -944,6 +974,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->transposes = kernel.transposes;
   if (streams_short_rows_through_line_sinks(plan)) plan.shuffle->repeat.streaming = true;
   plan.shuffle->streams_short_staged_rows = streams_short_staged_rows(plan);
+  plan.shuffle->destination_group_part = destination_group_part(plan);
   return true;
 }
 
@@ -2585,7 +2616,9 @@ bool streams_short_staged_rows(const permute_plan& plan) {
 // A staged interleave with a destination group (shuffle_tile::destination_group): each work item
 // shuffles the group's positions of a batch into the buffer, plane after plane, copies the
 // segments into destination order in a second buffer and streams that stretch out. A batch is
-// whole inner rows where they fit both buffers, else part of one.
+// whole inner rows where they fit both buffers, else part of one. With destination_group_part, into
+// an output on a line, a work item takes that many of the group's positions, streamed per inner
+// position.
 void run_staged_in_destination_order(const permute_plan& plan, const std::byte* src, std::byte* dst,
                                      const work_split& split, std::int64_t outer_count) {
   const shuffle_tile& tile = *plan.shuffle;
@@ -2593,7 +2626,11 @@ void run_staged_in_destination_order(const permute_plan& plan, const std::byte* 
   const shuffle_repeat& repeat = tile.repeat;
   const std::int64_t segment =
       tile.run.extent * static_cast<std::int64_t>(plan.width) * static_cast<std::int64_t>(tile.offsets.size());
-  const std::int64_t stretch = group.extent * segment;  // one inner position's output
+  const bool on_a_line = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
+  const std::int64_t part_extent =
+      tile.destination_group_part > 0 && on_a_line ? tile.destination_group_part : group.extent;
+  const std::int64_t parts = ceil_div(group.extent, part_extent);
+  const std::int64_t stretch = part_extent * segment;  // one inner position's output of a part
   const std::int64_t inner = repeat.inner.extent;
   const std::int64_t cols_per_batch = std::min(inner, staging_bytes / stretch);
   const std::int64_t col_batches = (inner + cols_per_batch - 1) / cols_per_batch;
@@ -2605,29 +2642,46 @@ void run_staged_in_destination_order(const permute_plan& plan, const std::byte* 
   // lines only. Same-run A/B on a Zen 5, the 110 such cells of the 16 MiB grid, four alternations:
   // 1.11x / 1.06x on one / two threads over stream_copy (0.76-1.6x); 16 of 256 MiB 1.06x / 1.03x.
   const bool whole_lines = tile.level >= isa::avx512;
-  split_items(outer_count * row_batches * col_batches, split, [&](std::int64_t begin, std::int64_t end) {
+  split_items(outer_count * parts * row_batches * col_batches, split, [&](std::int64_t begin, std::int64_t end) {
     alignas(64) std::byte planes[staging_bytes + staging_slack_bytes];
     alignas(64) std::byte ordered[staging_bytes + staging_slack_bytes];
-    for_each_item(plan.outer, row_batches * col_batches, begin, end,
-                  [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
-                    const std::int64_t o = item / col_batches * rows_per_batch;
-                    const std::int64_t i = item % col_batches * cols_per_batch;
-                    const std::int64_t rows = std::min(rows_per_batch, repeat.outer.extent - o);
-                    const std::int64_t cols = std::min(cols_per_batch, inner - i);
-                    const std::int64_t plane_bytes = rows * cols * segment;
-                    const shuffle_repeat per_plane{.inner = {group.extent, group.src_stride, plane_bytes},
-                                                   .readable_end = src_end};
-                    tile.fn(src + src_offset + o * repeat.outer.src_stride + i * repeat.inner.src_stride, planes,
-                            rows * cols * tile.run.extent, tile.offsets.data(), per_plane);
-                    const tile_shape in_order = planes_innermost(
-                        from_staged_planes(group.extent, rows, cols, segment, segment, cols * stretch, stretch));
-                    tile.segment_copy.copy(planes, ordered, in_order, static_cast<std::size_t>(segment));
-                    for (std::int64_t r = 0; r < rows; ++r) {
-                      (whole_lines ? stream_copy_lines_avx512 : stream_copy)(
-                          dst + dst_offset + (o + r) * repeat.outer.dst_stride + i * stretch,
-                          ordered + r * cols * stretch, static_cast<std::size_t>(cols * stretch));
-                    }
-                  });
+    for_each_item(
+        plan.outer, parts * row_batches * col_batches, begin, end,
+        [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t whole_item) {
+          const std::int64_t part = whole_item / (row_batches * col_batches);
+          const std::int64_t item = whole_item % (row_batches * col_batches);
+          const std::int64_t first = part * part_extent;
+          const std::int64_t count = std::min(part_extent, group.extent - first);
+          const std::int64_t piece = count * segment;
+          const std::int64_t o = item / col_batches * rows_per_batch;
+          const std::int64_t i = item % col_batches * cols_per_batch;
+          const std::int64_t rows = std::min(rows_per_batch, repeat.outer.extent - o);
+          const std::int64_t cols = std::min(cols_per_batch, inner - i);
+          const std::int64_t plane_bytes = rows * cols * segment;
+          const shuffle_repeat per_plane{.inner = {count, group.src_stride, plane_bytes}, .readable_end = src_end};
+          tile.fn(
+              src + src_offset + first * group.src_stride + o * repeat.outer.src_stride + i * repeat.inner.src_stride,
+              planes, rows * cols * tile.run.extent, tile.offsets.data(), per_plane);
+          const tile_shape in_order =
+              planes_innermost(from_staged_planes(count, rows, cols, segment, segment, cols * piece, piece));
+          tile.segment_copy.copy(planes, ordered, in_order, static_cast<std::size_t>(segment));
+          if (parts == 1) {
+            for (std::int64_t r = 0; r < rows; ++r) {
+              (whole_lines ? stream_copy_lines_avx512 : stream_copy)(
+                  dst + dst_offset + (o + r) * repeat.outer.dst_stride + i * stretch, ordered + r * cols * stretch,
+                  static_cast<std::size_t>(cols * stretch));
+            }
+            return;
+          }
+          for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; ++c) {
+              (whole_lines ? stream_copy_lines_avx512 : stream_copy)(
+                  dst + dst_offset + (o + r) * repeat.outer.dst_stride + (i + c) * repeat.inner.dst_stride +
+                      first * segment,
+                  ordered + (r * cols + c) * piece, static_cast<std::size_t>(piece));
+            }
+          }
+        });
     stream_fence();
   });
 }
@@ -3110,6 +3164,9 @@ std::string describe(const permute_plan& plan) {
             (plan.shuffle->repeat.assembled ? " assembled" : "") +
             (plan.shuffle->destination_group.extent > 1
                  ? " in destination order across " + axis_text(plan.shuffle->destination_group)
+                 : std::string()) +
+            (plan.shuffle->destination_group_part > 0
+                 ? " in parts of " + std::to_string(plan.shuffle->destination_group_part)
                  : std::string());
   } else {
     text += "] ";

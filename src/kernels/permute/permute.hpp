@@ -264,6 +264,11 @@ struct shuffle_tile {
   /// the segments out in destination order and streams that stretch of output. Not among the
   /// plan's outer axes.
   permute_axis destination_group;
+  /// Set (far past the cache, groups of source pixels; see destination_group_part in permute.cpp)
+  /// where each work item takes this many of the group's positions, not all of them, so that one
+  /// batch holds every position of repeat.inner; each position's part of the stretch is then
+  /// streamed on its own. Taken only into outputs that start on a cache line. 0: the whole group.
+  std::int64_t destination_group_part = 0;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
   /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
   /// everything in between belongs to the caller's source buffer, so kernels may read it.
