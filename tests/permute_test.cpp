@@ -3037,7 +3037,8 @@ TEST(PermutePlan, Zen4AndIntelTakeTheAvx2PlanOverStagedInterleavesOfEightWays) {
 // elements at 64 MiB, [16, 16, 8, 16 * 512] -> [128, 128, 64, 16], pixels of 32 KiB and segments of
 // 512 bytes, in parts of 2 of the 8 pixels. Not at 16 MiB, nor for segments under 256 bytes (C16 of
 // bytes: 128). The parts match the element loop on one and two threads; into an output off a line
-// the whole group is taken, and matches too.
+// the whole group is taken, and matches too. Segments under a line take groups in parts of whole
+// lines from b4 on.
 TEST(PermutePlan, FarStreamedStagedInterleavesTakeTheirPixelGroupsInParts) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   set_max_isa(isa::avx512);
@@ -3053,10 +3054,18 @@ TEST(PermutePlan, FarStreamedStagedInterleavesTakeTheirPixelGroupsInParts) {
   EXPECT_EQ(part_of(far, 4), 2);
   EXPECT_EQ(part_of(packed_transpose({4, 16, 8, 16, 8, 8, 8}, d2s_channels_last_crd, 4), 4), 0);    // 16 MiB
   EXPECT_EQ(part_of(packed_transpose({16, 32, 16, 16, 8, 8, 8}, d2s_channels_last_crd, 1), 1), 0);  // 64 MiB
+  // Segments under a line (C3 of 2-byte elements: 48 bytes) take the group of pixels 3 KiB apart,
+  // in parts of 20 of its 36 pixels (whole lines: multiples of 4); b3 takes none.
+  const auto short_segments = packed_transpose({36, 36, 36, 3, 8, 8, 8}, d2s_channels_last_crd, 2);
+  EXPECT_EQ(part_of(short_segments, 2), 20);
+  const permute_plan b3 = plan_permute(packed_transpose({80, 80, 80, 3, 3, 3, 3}, d2s_channels_last_crd, 2), 2);
+  EXPECT_TRUE(b3.shuffle && b3.shuffle->destination_group.extent <= 1) << describe(b3);
   const permute_plan plan = plan_permute(far, 4);
   EXPECT_NE(describe(plan).find(" in parts of 2"), std::string::npos) << describe(plan);
   expect_matches_naive_on_one_and_two_threads(far, plan, 4, rng);
   expect_matches_naive_off_a_line(far, plan, 4, rng);
+  const permute_plan short_plan = plan_permute(short_segments, 2);
+  expect_matches_naive_on_one_and_two_threads(short_segments, short_plan, 2, rng);
   set_max_isa(isa::avx512vbmi);
 }
 

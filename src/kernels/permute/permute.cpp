@@ -680,6 +680,24 @@ constexpr std::int64_t min_far_destination_group_pixel_bytes = 8192;
 // bytes b2 / b3 0.51-0.56x); from 48 bytes on 0.77-2.8x, one cell under 0.95x.
 constexpr std::int64_t min_avx2_destination_group_segment_bytes = 48;
 
+// Far past the cache, groups of source pixels closer than min_far_destination_group_pixel_bytes
+// are taken where their segments are under a line, the repeat's inner axis has 4 or more positions
+// (b4 / b8) and the repeat's output rows start on lines: in parts (destination_group_part) where
+// the whole group does not fit half the buffer with every inner position. On an Intel Xeon with AMX
+// (2 vCPUs), the 3 such cells of the 256 MiB grid (d2s channels-last K = 3 CRD b4 / b8 C3 of 1- and
+// 2-byte elements, segments of 12-48 bytes), planned both ways in one process (bench/plan_ab, five
+// samples, both orders): 1.47x / 1.50x on one / two threads (b4 C3 of bytes 0.23 -> 0.42 of
+// memcpy), 1.18x into outputs 16 bytes past a line (which take the whole group: b8 C3 of 2-byte
+// elements 0.96x). Without the line condition three more took groups in parts (b4 C3 / C4 of
+// 2-byte elements, b4 C3 of 4-byte: 1.03-1.09x, their parts' ends inside lines); b3 lost (0.91-0.98x
+// over 3 cells).
+constexpr std::int64_t min_parted_short_segment_positions = 4;
+bool takes_short_segment_pixels_in_parts(const shuffle_tile& tile, std::int64_t segment_bytes) {
+  return tile.level >= isa::avx512 && segment_bytes < 64 &&
+         tile.repeat.inner.extent >= min_parted_short_segment_positions && tile.repeat.inner.dst_stride % 64 == 0 &&
+         tile.repeat.outer.dst_stride % 64 == 0;
+}
+
 void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t segment_bytes, bool far) {
   if (planning_isa() == isa::avx2 && segment_bytes < min_avx2_destination_group_segment_bytes) return;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
@@ -693,7 +711,8 @@ void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t se
     }
     if (far && (way_row_bytes >= min_far_destination_group_plane_bytes
                     ? axis.extent * ways > max_far_destination_group_planes
-                    : magnitude(axis.src_stride) < min_far_destination_group_pixel_bytes)) {
+                    : magnitude(axis.src_stride) < min_far_destination_group_pixel_bytes &&
+                          !takes_short_segment_pixels_in_parts(tile, segment_bytes))) {
       return;
     }
     tile.destination_group = take_axis(rest, i);
@@ -723,12 +742,18 @@ std::int64_t destination_group_part(const permute_plan& plan) {
   if (tile.destination_group.extent <= 1 || tile.level < isa::avx512 || !far_past_the_cache(plan)) return 0;
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   const std::int64_t segment = tile.run.extent * static_cast<std::int64_t>(plan.width) * ways;
-  if (magnitude(tile.destination_group.src_stride) > max_parted_destination_group_pixel_bytes ||
-      segment < min_parted_destination_group_segment_bytes) {
+  const bool lines_line_up = tile.repeat.inner.dst_stride % 64 == 0 && tile.repeat.outer.dst_stride % 64 == 0;
+  const bool parted_segments =
+      takes_short_segment_pixels_in_parts(tile, segment) || segment >= min_parted_destination_group_segment_bytes;
+  if (magnitude(tile.destination_group.src_stride) > max_parted_destination_group_pixel_bytes || !lines_line_up ||
+      !parted_segments) {
     return 0;
   }
-  const std::int64_t part = std::max<std::int64_t>(1, staging_bytes / (2 * segment * tile.repeat.inner.extent));
-  return part < tile.destination_group.extent ? part : 0;
+  // Whole lines per part: positions in multiples of 64 / gcd(segment, 64).
+  const std::int64_t line_positions = 64 / std::gcd<std::int64_t>(segment, 64);
+  const std::int64_t fit = staging_bytes / (2 * segment * tile.repeat.inner.extent);
+  const std::int64_t part = fit / line_positions * line_positions;
+  return part > 0 && part < tile.destination_group.extent ? part : 0;
 }
 
 // A destination group caps a call's batch at what one stretch per inner position fills of the
@@ -946,6 +971,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     }
     if (best->interleave && output_streams(plan) && tile.segmented == nullptr &&
         !transposes_whole_runs_into_the_cache(plan, kernel.transposes)) {
+      tile.level = kernel.level;  // as below; take_destination_group asks
       take_destination_group(tile, rest, static_cast<std::int64_t>(segment_bytes), far_past_the_cache(plan));
     }
     // The staging copies (whole vectors on the buffer side, one masked access on the strided side)
