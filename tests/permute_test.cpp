@@ -1303,6 +1303,13 @@ void expect_matches_naive_off_a_line(const std::vector<permute_axis>& axes, cons
   EXPECT_TRUE(std::all_of(off_line + src.size(), line_start(storage) + src.size() + 64, untouched));
 }
 
+// Both: on one and two threads on a line, then on one thread 16 bytes past one.
+void expect_matches_naive_on_and_off_a_line(const std::vector<permute_axis>& axes, const permute_plan& plan,
+                                            std::int64_t width, std::mt19937_64& rng) {
+  expect_matches_naive_on_one_and_two_threads(axes, plan, width, rng);
+  expect_matches_naive_off_a_line(axes, plan, width, rng);
+}
+
 // Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
 // copy runs on two threads (each fences its own streaming stores).
 TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
@@ -1412,11 +1419,9 @@ TEST(PermutePlan, StagedDeinterleavesFarPastTheCacheStreamShortRows) {
   EXPECT_FALSE(streams_short_rows(s2d(34, 3, 16, 4), 4));  // 68 MB, rows of 108 bytes
   const permute_plan plan = plan_permute(blocked, 2);
   EXPECT_NE(describe(plan).find(" short rows too"), std::string::npos) << describe(plan);
-  expect_matches_naive_on_one_and_two_threads(blocked, plan, 2, rng);
-  expect_matches_naive_off_a_line(blocked, plan, 2, rng);
+  expect_matches_naive_on_and_off_a_line(blocked, plan, 2, rng);
   const permute_plan grouped_plan = plan_permute(grouped, 4);
-  expect_matches_naive_on_one_and_two_threads(grouped, grouped_plan, 4, rng);
-  expect_matches_naive_off_a_line(grouped, grouped_plan, 4, rng);
+  expect_matches_naive_on_and_off_a_line(grouped, grouped_plan, 4, rng);
   set_max_isa(isa::avx2);
   const permute_plan avx2_plan = plan_permute(blocked, 2);
   EXPECT_FALSE(avx2_plan.shuffle && avx2_plan.shuffle->streams_short_staged_rows) << describe(avx2_plan);
@@ -2173,8 +2178,7 @@ TEST(PermutePlan, ShortDeinterleaveRowsStreamThroughLineSinksFarPastTheCache) {
   const permute_plan plan = plan_permute(two_byte, 2);
   ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.streaming) << describe(plan);
   std::mt19937_64 rng(71);
-  expect_matches_naive_on_one_and_two_threads(two_byte, plan, 2, rng);
-  expect_matches_naive_off_a_line(two_byte, plan, 2, rng);
+  expect_matches_naive_on_and_off_a_line(two_byte, plan, 2, rng);
 }
 
 // Far past the cache, 8-way de-interleaves that would stage walk the source in order instead, each
@@ -2220,8 +2224,7 @@ TEST(PermutePlan, EightWayDeinterleavesFarPastTheCacheSinkTheirRowBlocksInSource
   const permute_plan plan = plan_permute(two_byte, 2);
   ASSERT_TRUE(plan.shuffle && plan.shuffle->repeat.most_sunk_rows == max_far_sunk_deinterleave_rows) << describe(plan);
   std::mt19937_64 rng(73);
-  expect_matches_naive_on_one_and_two_threads(two_byte, plan, 2, rng);
-  expect_matches_naive_off_a_line(two_byte, plan, 2, rng);
+  expect_matches_naive_on_and_off_a_line(two_byte, plan, 2, rng);
 }
 
 // s2d NHWC DCR b3 C3 of 2-byte elements, [1, 3H, 3W, 3] -> [1, H, W, 27]: 18-byte runs that
@@ -3062,8 +3065,7 @@ TEST(PermutePlan, FarStreamedStagedInterleavesTakeTheirPixelGroupsInParts) {
   EXPECT_TRUE(b3.shuffle && b3.shuffle->destination_group.extent <= 1) << describe(b3);
   const permute_plan plan = plan_permute(far, 4);
   EXPECT_NE(describe(plan).find(" in parts of 2"), std::string::npos) << describe(plan);
-  expect_matches_naive_on_one_and_two_threads(far, plan, 4, rng);
-  expect_matches_naive_off_a_line(far, plan, 4, rng);
+  expect_matches_naive_on_and_off_a_line(far, plan, 4, rng);
   const permute_plan short_plan = plan_permute(short_segments, 2);
   expect_matches_naive_on_one_and_two_threads(short_segments, short_plan, 2, rng);
   set_max_isa(isa::avx512vbmi);
@@ -3225,8 +3227,7 @@ TEST(PermutePlan, BlockTransposingInterleavesTransposeWholePixelsIntoTheCache) {
     const permute_plan b8_plan = plan_permute(b8, 2);
     EXPECT_EQ(group_of(b8_plan), 1) << to_string(cap);
     if (cap == isa::avx512vbmi) {
-      expect_matches_naive_on_one_and_two_threads(b3, b3_plan, 4, rng);
-      expect_matches_naive_off_a_line(b3, b3_plan, 4, rng);
+      expect_matches_naive_on_and_off_a_line(b3, b3_plan, 4, rng);
       expect_matches_naive_on_one_and_two_threads(b8, b8_plan, 2, rng);
     }
     const permute_plan far_b3_plan = plan_permute(far_b3, 4);
@@ -3254,8 +3255,7 @@ TEST(PermutePlan, BlockTransposingInterleavesTransposeWholePixelsIntoTheCache) {
   ASSERT_EQ(group_of(streamed_copy), 1);
   streamed_copy.shuffle->segment_copy = run_tile_kernel_avx512(768, true, true);
   ASSERT_EQ(segment_copy(streamed_copy), "copy_runs_streaming_avx512");
-  expect_matches_naive_on_one_and_two_threads(cached_b3, streamed_copy, 4, rng);
-  expect_matches_naive_off_a_line(cached_b3, streamed_copy, 4, rng);
+  expect_matches_naive_on_and_off_a_line(cached_b3, streamed_copy, 4, rng);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }

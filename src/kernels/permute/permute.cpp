@@ -334,10 +334,15 @@ shuffle_repeat take_repeat(axis_list& axes, std::int64_t position_bytes) {
   return repeat;
 }
 
+// Whether every position of a repeat starts a whole number of cache lines into the destination.
+bool repeat_steps_by_lines(const shuffle_repeat& repeat) {
+  return repeat.inner.dst_stride % 64 == 0 && repeat.outer.dst_stride % 64 == 0;
+}
+
 // Whether the runs of a repeat keep the destination's cache-line alignment from one to the next.
 bool lines_line_up(const shuffle_repeat& repeat, std::int64_t run_bytes, std::int64_t ways) {
-  const bool on_lines = repeat.inner.dst_stride % 64 == 0 && repeat.outer.dst_stride % 64 == 0;
-  return on_lines && (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
+  return repeat_steps_by_lines(repeat) &&
+         (run_bytes % 64 == 0 || std::has_single_bit(static_cast<std::uint64_t>(ways)));
 }
 
 // A de-interleave's direct plan walks its repeat axes in the destination's order: for s2d NCHW it
@@ -694,8 +699,7 @@ constexpr std::int64_t min_avx2_destination_group_segment_bytes = 48;
 constexpr std::int64_t min_parted_short_segment_positions = 4;
 bool takes_short_segment_pixels_in_parts(const shuffle_tile& tile, std::int64_t segment_bytes) {
   return tile.level >= isa::avx512 && segment_bytes < 64 &&
-         tile.repeat.inner.extent >= min_parted_short_segment_positions && tile.repeat.inner.dst_stride % 64 == 0 &&
-         tile.repeat.outer.dst_stride % 64 == 0;
+         tile.repeat.inner.extent >= min_parted_short_segment_positions && repeat_steps_by_lines(tile.repeat);
 }
 
 void take_destination_group(shuffle_tile& tile, axis_list& rest, std::int64_t segment_bytes, bool far) {
@@ -740,13 +744,11 @@ constexpr std::int64_t max_parted_destination_group_pixel_bytes = std::int64_t{6
 std::int64_t destination_group_part(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   if (tile.destination_group.extent <= 1 || tile.level < isa::avx512 || !far_past_the_cache(plan)) return 0;
-  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-  const std::int64_t segment = tile.run.extent * static_cast<std::int64_t>(plan.width) * ways;
-  const bool lines_line_up = tile.repeat.inner.dst_stride % 64 == 0 && tile.repeat.outer.dst_stride % 64 == 0;
+  const std::int64_t segment = shuffle_run_bytes(plan);
   const bool parted_segments =
       takes_short_segment_pixels_in_parts(tile, segment) || segment >= min_parted_destination_group_segment_bytes;
-  if (magnitude(tile.destination_group.src_stride) > max_parted_destination_group_pixel_bytes || !lines_line_up ||
-      !parted_segments) {
+  if (magnitude(tile.destination_group.src_stride) > max_parted_destination_group_pixel_bytes ||
+      !repeat_steps_by_lines(tile.repeat) || !parted_segments) {
     return 0;
   }
   // Whole lines per part: positions in multiples of 64 / gcd(segment, 64).
@@ -2650,8 +2652,7 @@ void run_staged_in_destination_order(const permute_plan& plan, const std::byte* 
   const shuffle_tile& tile = *plan.shuffle;
   const permute_axis& group = tile.destination_group;
   const shuffle_repeat& repeat = tile.repeat;
-  const std::int64_t segment =
-      tile.run.extent * static_cast<std::int64_t>(plan.width) * static_cast<std::int64_t>(tile.offsets.size());
+  const std::int64_t segment = shuffle_run_bytes(plan);
   const bool on_a_line = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
   const std::int64_t part_extent =
       tile.destination_group_part > 0 && on_a_line ? tile.destination_group_part : group.extent;
