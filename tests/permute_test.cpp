@@ -1390,6 +1390,21 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// s2d channels-last K = 3 CRD of a cube of side x block elements per spatial axis:
+// [d, b, h, b, w, b, c] -> [d, h, w, c, b, b, b].
+std::vector<permute_axis> s2d_channels_last_k3_crd(std::int64_t side, std::int64_t block, std::int64_t channels,
+                                                   std::int64_t width) {
+  return packed_transpose({side, block, side, block, side, block, channels}, {0, 2, 4, 6, 1, 3, 5}, width);
+}
+
+// Whether the plan, a staged de-interleave (checked), has `flag` set.
+bool staged_deinterleave_sets(const std::vector<permute_axis>& axes, std::int64_t width, bool shuffle_tile::*flag) {
+  const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+  const bool staged = plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr;
+  EXPECT_TRUE(staged) << describe(plan);
+  return staged && (*plan.shuffle).*flag;
+}
+
 // Far past the cache a staged de-interleave streams its short rows (streams_short_staged_rows):
 // s2d channels-last K = 3 CRD b8 C16 of 2-byte elements at 64 MiB, whose blocks of the repeat were
 // one source plane each (one line of each way per call), and b4 C16 of 4-byte elements, whose calls
@@ -1399,16 +1414,9 @@ TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
 TEST(PermutePlan, StagedDeinterleavesFarPastTheCacheStreamShortRows) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(113);
-  const std::vector<int> s2d_cl3_crd{0, 2, 4, 6, 1, 3, 5};
-  // [d, b, h, b, w, b, c] -> [d, h, w, c, b, b, b]
-  auto s2d = [&](std::int64_t side, std::int64_t block, std::int64_t channels, std::int64_t width) {
-    return packed_transpose({side, block, side, block, side, block, channels}, s2d_cl3_crd, width);
-  };
+  const auto s2d = s2d_channels_last_k3_crd;
   auto streams_short_rows = [](const std::vector<permute_axis>& axes, std::int64_t width) {
-    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
-    const bool staged = plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr;
-    EXPECT_TRUE(staged) << describe(plan);
-    return staged && plan.shuffle->streams_short_staged_rows;
+    return staged_deinterleave_sets(axes, width, &shuffle_tile::streams_short_staged_rows);
   };
   const auto blocked = s2d(16, 8, 16, 2);
   const auto grouped = s2d(32, 4, 16, 4);
@@ -1425,6 +1433,32 @@ TEST(PermutePlan, StagedDeinterleavesFarPastTheCacheStreamShortRows) {
   set_max_isa(isa::avx2);
   const permute_plan avx2_plan = plan_permute(blocked, 2);
   EXPECT_FALSE(avx2_plan.shuffle && avx2_plan.shuffle->streams_short_staged_rows) << describe(avx2_plan);
+  set_max_isa(isa::avx512vbmi);
+}
+
+// Far past the cache, s2d channels-last K = 3 CRD b3 C16 of 4-byte elements (68 MB), whose staged
+// calls group output pixels and whose channels' rows of 108 bytes fill each pixel side by side,
+// de-interleaves each call into a second buffer and streams it out; it matches the element loop
+// on one and two threads, and 16 bytes past a line. Not at 16 MiB, nor below AVX-512, nor where
+// each channel's row is whole lines (b4 C16: 256 bytes), nor for a staged plan whose calls do not
+// group positions (b8 C16 of 2-byte elements).
+TEST(PermutePlan, FarStagedDeinterleavesOfShortRowsStreamTheirStretch) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(127);
+  constexpr auto stretch = &shuffle_tile::stages_far_stretch;
+  const auto far = s2d_channels_last_k3_crd(34, 3, 16, 4);
+  set_max_isa(isa::avx512);
+  EXPECT_TRUE(staged_deinterleave_sets(far, 4, stretch));
+  EXPECT_FALSE(staged_deinterleave_sets(s2d_channels_last_k3_crd(22, 3, 16, 4), 4, stretch));  // 18.4 MB
+  EXPECT_FALSE(staged_deinterleave_sets(s2d_channels_last_k3_crd(32, 4, 16, 4), 4, stretch));  // 256-byte rows
+  // Calls of one position each.
+  EXPECT_FALSE(staged_deinterleave_sets(s2d_channels_last_k3_crd(16, 8, 16, 2), 2, stretch));
+  const permute_plan plan = plan_permute(far, 4);
+  EXPECT_NE(describe(plan).find(" through a second buffer"), std::string::npos) << describe(plan);
+  expect_matches_naive_on_and_off_a_line(far, plan, 4, rng);
+  set_max_isa(isa::avx2);
+  const permute_plan avx2_plan = plan_permute(far, 4);
+  EXPECT_FALSE(avx2_plan.shuffle && avx2_plan.shuffle->stages_far_stretch) << describe(avx2_plan);
   set_max_isa(isa::avx512vbmi);
 }
 

@@ -799,6 +799,7 @@ bool streams_staged_segments(const permute_plan& plan, const shuffle_tile& tile,
 // the result, so they become the outer axes as they are.
 bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below, with rows_fit_line_sinks
 bool streams_short_staged_rows(const permute_plan& plan);              // below, with run_staged_plan
+bool stages_far_stretch(const permute_plan& plan);                     // below, with run_staged_plan
 
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
@@ -1002,6 +1003,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->transposes = kernel.transposes;
   if (streams_short_rows_through_line_sinks(plan)) plan.shuffle->repeat.streaming = true;
   plan.shuffle->streams_short_staged_rows = streams_short_staged_rows(plan);
+  plan.shuffle->stages_far_stretch = stages_far_stretch(plan);
   plan.shuffle->destination_group_part = destination_group_part(plan);
   return true;
 }
@@ -2473,7 +2475,7 @@ tile_shape planes_innermost(const tile_shape& t) {
 // streams_short_rows: a streamed de-interleave streams its rows however few bytes of each it writes.
 void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst, std::int64_t length,
                 const shuffle_repeat& repeat, const permute_axis& group, const std::byte* src_end,
-                bool streams_short_rows) {
+                bool streams_short_rows, bool stages_far_stretch = false) {
   const bool interleave = tile.interleave;
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
   const std::int64_t far_bytes = length * static_cast<std::int64_t>(width);  // one segment's run per way
@@ -2541,7 +2543,18 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
                             .dst_row = cols * segment,
                             .dst_col = segment};
       tile.segment_copy.copy(src + near_offset, buffer, pack, static_cast<std::size_t>(segment));
-      tile.fn(buffer, dst + far_offset, run, tile.offsets.data(), per_plane);
+      if (stages_far_stretch) {
+        // The group's positions fill one stretch of the destination (shuffle_tile::stages_far_stretch).
+        alignas(64) std::byte stretch[staging_bytes + staging_slack_bytes];
+        shuffle_repeat in_cache = per_plane;
+        in_cache.streaming = false;
+        tile.fn(buffer, stretch, run, tile.offsets.data(), in_cache);
+        kernels::stream_copy_lines_avx512(dst + far_offset, stretch,
+                                          static_cast<std::size_t>(group.extent * far_plane));
+        kernels::stream_fence();
+      } else {
+        tile.fn(buffer, dst + far_offset, run, tile.offsets.data(), per_plane);
+      }
     }
   };
   if (group.extent > 1) {
@@ -2639,6 +2652,39 @@ bool streams_short_staged_rows(const permute_plan& plan) {
   const bool groups_positions = !plan.outer.empty() && 2 * staged_call_bytes(plan) <= staging_bytes;
   const std::int64_t position_row_bytes = way_row_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
   return !groups_positions || position_row_bytes % 64 == 0;
+}
+
+// Far past the cache, the staged de-interleaves whose calls group outer positions and whose ways'
+// rows at each position are off lines but together fill the position's stretch of the destination
+// (s2d channels-last K = 3 CRD b3: 27-element rows of each channel, side by side in the output
+// pixel) de-interleave each call into a second L1 buffer and stream that stretch out as whole lines
+// (shuffle_tile::stages_far_stretch). Written in place, rows of 27-216 bytes took masked ordinary
+// stores for most of their lines, each line read for ownership (streamed in place they lost too:
+// see min_far_staged_block_row_bytes). On an Intel Xeon with AMX (2 vCPUs), the 9 such cells of the
+// 256 MiB grid (C3, C4, C16, C64 of 1- to 8-byte elements), planned both ways in one process
+// (bench/plan_ab, five samples, both orders): 1.32x / 1.34x on one thread (1.17-1.55x; b3 C16 of
+// 2-byte elements 0.25 -> 0.39 of memcpy), 1.36x / 1.38x on two, 1.27x / 1.30x into outputs
+// 16 bytes past a line; at 64 MiB 1.16x / 1.04x (4 of 9 within 10% either way). At 16 MiB, where
+// the partial lines stay in the last-level cache, the second pass lost 0.58x / 0.71x (5 cells).
+// Not measured on AMD's cores.
+bool stages_far_stretch(const permute_plan& plan) {
+  const shuffle_tile& tile = *plan.shuffle;
+  if (tile.interleave || tile.segment_copy.copy == nullptr || tile.segmented != nullptr || !tile.repeat.streaming ||
+      tile.level < isa::avx512 || !far_past_the_cache(plan) || plan.outer.empty() ||
+      2 * staged_call_bytes(plan) > staging_bytes) {
+    return false;
+  }
+  const std::int64_t position_row_bytes = way_row_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
+  if (position_row_bytes % 64 == 0 || plan.outer.back().dst_stride != ways * position_row_bytes) return false;
+  // The ways' rows tile the position's stretch: the offsets are 0, row, ..., (ways - 1) x row in some order.
+  std::uint64_t rows_taken = 0;
+  for (const std::int64_t offset : tile.offsets) {
+    const std::int64_t k = offset / position_row_bytes;
+    if (offset < 0 || offset % position_row_bytes != 0 || k >= ways || (rows_taken >> k & 1) != 0) return false;
+    rows_taken |= std::uint64_t{1} << k;
+  }
+  return true;
 }
 
 // A staged interleave with a destination group (shuffle_tile::destination_group): each work item
@@ -2828,7 +2874,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
             const permute_axis part{std::min(per_group, group.extent - first), group.src_stride, group.dst_stride};
             run_staged(tile, plan.width, src + src_offset + first * group.src_stride,
                        dst + dst_offset + first * group.dst_stride, tile.run.extent, repeat, part, src_end,
-                       streams_short_rows);
+                       streams_short_rows, tile.stages_far_stretch);
           });
     });
     return;
@@ -3181,6 +3227,7 @@ std::string describe(const permute_plan& plan) {
                                                           : std::string()) +
             (plan.shuffle->repeat.streaming ? " streaming" : "") +
             (plan.shuffle->streams_short_staged_rows ? " short rows too" : "") +
+            (plan.shuffle->stages_far_stretch ? " through a second buffer" : "") +
             (plan.shuffle->repeat.source_prefetch_bytes > 0
                  ? " prefetching " + std::to_string(plan.shuffle->repeat.source_prefetch_bytes) + " ahead"
                  : std::string()) +

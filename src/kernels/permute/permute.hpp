@@ -257,6 +257,11 @@ struct shuffle_tile {
   /// the staged run cuts the repeat into give each way min_far_staged_block_row_bytes or more per
   /// call; else a call streams rows of 2 KiB or more only, and blocks are cut by the source's span.
   bool streams_short_staged_rows = false;
+  /// Set (staged de-interleaves whose output streams and whose calls group outer positions; see
+  /// stages_far_stretch in permute.cpp) where the ways' rows at each grouped position, off cache
+  /// lines, together fill one stretch of the destination: each call de-interleaves into a second
+  /// L1 buffer, which then streams out as whole lines.
+  bool stages_far_stretch = false;
   /// Set (extent > 1; staged interleaves whose output streams) where the segments continue one
   /// another on the destination across this axis and then across repeat.inner (dst stride = the
   /// segment's bytes, extent * segment = repeat.inner's dst stride): d2s channels-first K = 3, whose
