@@ -1439,7 +1439,7 @@ TEST(PermutePlan, StagedDeinterleavesFarPastTheCacheStreamShortRows) {
 // Far past the cache, s2d channels-last K = 3 CRD b3 C16 of 4-byte elements (68 MB), whose staged
 // calls group output pixels and whose channels' rows of 108 bytes fill each pixel side by side,
 // de-interleaves each call into a second buffer and streams it out; it matches the element loop
-// on one and two threads, and 16 bytes past a line. Not at 16 MiB, nor below AVX-512, nor where
+// on one and two threads, and 16 bytes past a line. Not at 18 MB, nor below AVX-512, nor where
 // each channel's row is whole lines (b4 C16: 256 bytes), nor for a staged plan whose calls do not
 // group positions (b8 C16 of 2-byte elements).
 TEST(PermutePlan, FarStagedDeinterleavesOfShortRowsStreamTheirStretch) {

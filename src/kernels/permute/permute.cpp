@@ -2681,7 +2681,7 @@ bool stages_far_stretch(const permute_plan& plan) {
   std::uint64_t rows_taken = 0;
   for (const std::int64_t offset : tile.offsets) {
     const std::int64_t k = offset / position_row_bytes;
-    if (offset < 0 || offset % position_row_bytes != 0 || k >= ways || (rows_taken >> k & 1) != 0) return false;
+    if (offset < 0 || offset % position_row_bytes != 0 || k >= ways || ((rows_taken >> k) & 1) != 0) return false;
     rows_taken |= std::uint64_t{1} << k;
   }
   return true;
