@@ -2043,8 +2043,7 @@ TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
 // and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on lines do
 // not, nor do smaller outputs (16 MiB), Zen 4 or the common rules; a Zen 5 prefetches only for
 // more than 4 ways (b8 off lines), 8 KiB ahead where Intel's run 2 KiB ahead. The kernels with the
-// prefetch match the naive permute (16 MiB
-// plans given it, of 2 ways, and of 8 ways off lines).
+// prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off lines).
 TEST(PermutePlan, IntelAndZen5PrefetchTheSourceOfStreamedDeinterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(97);

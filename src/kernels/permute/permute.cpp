@@ -2482,7 +2482,7 @@ tile_shape planes_innermost(const tile_shape& t) {
 // streams_short_rows: a streamed de-interleave streams its rows however few bytes of each it writes.
 void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* src, std::byte* dst, std::int64_t length,
                 const shuffle_repeat& repeat, const permute_axis& group, const std::byte* src_end,
-                bool streams_short_rows, bool stages_far_stretch = false) {
+                bool streams_short_rows) {
   const bool interleave = tile.interleave;
   auto near = [interleave](const permute_axis& a) { return interleave ? a.dst_stride : a.src_stride; };
   const std::int64_t far_bytes = length * static_cast<std::int64_t>(width);  // one segment's run per way
@@ -2550,8 +2550,9 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
                             .dst_row = cols * segment,
                             .dst_col = segment};
       tile.segment_copy.copy(src + near_offset, buffer, pack, static_cast<std::size_t>(segment));
-      if (stages_far_stretch) {
-        // The group's positions fill one stretch of the destination (shuffle_tile::stages_far_stretch).
+      if (tile.stages_far_stretch) {
+        // The group's positions fill one stretch of the destination (shuffle_tile::stages_far_stretch:
+        // set only where run_staged_plan groups positions, so `group` is never empty here).
         alignas(64) std::byte stretch[staging_bytes + staging_slack_bytes];
         shuffle_repeat in_cache = per_plane;
         in_cache.streaming = false;
@@ -2650,15 +2651,24 @@ constexpr std::int64_t staged_block_bytes = std::int64_t{2} << 20;
 // went both ways. Not measured on AMD's cores.
 constexpr std::int64_t min_far_staged_block_row_bytes = 1024;
 
+// Whether run_staged_plan's calls group outer positions, two or more per buffer (where an
+// interleave does not split by blocks instead).
+bool groups_staged_positions(const permute_plan& plan) {
+  return !plan.outer.empty() && 2 * staged_call_bytes(plan) <= staging_bytes;
+}
+
+// Each way's row at one position of the plan's outer axes: the run at every repeat position.
+std::int64_t position_row_bytes(const permute_plan& plan) {
+  return way_row_bytes(plan) * plan.shuffle->repeat.inner.extent * plan.shuffle->repeat.outer.extent;
+}
+
 bool streams_short_staged_rows(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   if (tile.interleave || tile.segment_copy.copy == nullptr || tile.segmented != nullptr || !tile.repeat.streaming ||
       tile.level < isa::avx512 || !far_past_the_cache(plan)) {
     return false;
   }
-  const bool groups_positions = !plan.outer.empty() && 2 * staged_call_bytes(plan) <= staging_bytes;
-  const std::int64_t position_row_bytes = way_row_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
-  return !groups_positions || position_row_bytes % 64 == 0;
+  return !groups_staged_positions(plan) || position_row_bytes(plan) % 64 == 0;
 }
 
 // Far past the cache, the staged de-interleaves whose calls group outer positions and whose ways'
@@ -2677,18 +2687,17 @@ bool streams_short_staged_rows(const permute_plan& plan) {
 bool stages_far_stretch(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   if (tile.interleave || tile.segment_copy.copy == nullptr || tile.segmented != nullptr || !tile.repeat.streaming ||
-      tile.level < isa::avx512 || !far_past_the_cache(plan) || plan.outer.empty() ||
-      2 * staged_call_bytes(plan) > staging_bytes) {
+      tile.level < isa::avx512 || !far_past_the_cache(plan) || !groups_staged_positions(plan)) {
     return false;
   }
-  const std::int64_t position_row_bytes = way_row_bytes(plan) * tile.repeat.inner.extent * tile.repeat.outer.extent;
+  const std::int64_t row = position_row_bytes(plan);
   const auto ways = static_cast<std::int64_t>(tile.offsets.size());
-  if (position_row_bytes % 64 == 0 || plan.outer.back().dst_stride != ways * position_row_bytes) return false;
+  if (row % 64 == 0 || plan.outer.back().dst_stride != ways * row) return false;
   // The ways' rows tile the position's stretch: the offsets are 0, row, ..., (ways - 1) x row in some order.
   std::uint64_t rows_taken = 0;
   for (const std::int64_t offset : tile.offsets) {
-    const std::int64_t k = offset / position_row_bytes;
-    if (offset < 0 || offset % position_row_bytes != 0 || k >= ways || ((rows_taken >> k) & 1) != 0) return false;
+    const std::int64_t k = offset / row;
+    if (offset < 0 || offset % row != 0 || k >= ways || ((rows_taken >> k) & 1) != 0) return false;
     rows_taken |= std::uint64_t{1} << k;
   }
   return true;
@@ -2844,7 +2853,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
   const bool split_by_blocks =
       split.threads > 1 && tile.interleave && !output_streams(plan) && tile.offsets.size() == ways_split_by_blocks &&
       per_block_item * step_bytes >= min_blocked_call_bytes && outer_positions_interleave_on_destination(plan);
-  if (!plan.outer.empty() && 2 * call_bytes <= staging_bytes && !split_by_blocks) {
+  if (groups_staged_positions(plan) && !split_by_blocks) {
     axis_list outer = plan.outer;
     const permute_axis group = outer.back();
     outer.pop_back();
@@ -2881,7 +2890,7 @@ void run_staged_plan(const permute_plan& plan, const std::byte* src, std::byte* 
             const permute_axis part{std::min(per_group, group.extent - first), group.src_stride, group.dst_stride};
             run_staged(tile, plan.width, src + src_offset + first * group.src_stride,
                        dst + dst_offset + first * group.dst_stride, tile.run.extent, repeat, part, src_end,
-                       streams_short_rows, tile.stages_far_stretch);
+                       streams_short_rows);
           });
     });
     return;
