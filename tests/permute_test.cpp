@@ -2039,11 +2039,12 @@ TEST(PermutePlan, StreamedRunCopiesAndGathersWalkTheirOuterAxesInSourceOrder) {
 }
 
 // On Intel's cores streamed de-interleaves of 2-4 ways of 64 MiB or more prefetch their source
-// (prefetches_streamed_deinterleave_source): s2d NCHW b2, b3 and b4 of 4-byte elements at 64 MiB,
-// and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on lines do
-// not, nor do smaller outputs (16 MiB), Zen 4 or the common rules; a Zen 5 prefetches only for
-// more than 4 ways (b8 off lines), 8 KiB ahead where Intel's run 2 KiB ahead. The kernels with the
-// prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off lines).
+// (streamed_deinterleave_source_prefetch_bytes): s2d NCHW b2, b3 and b4 of 4-byte elements at
+// 64 MiB, and b8 where its rows are off cache lines (2080 bytes). 8-way ones whose rows are on
+// lines do not, nor do smaller outputs (16 MiB), Zen 4 or the common rules; a Zen 5 prefetches
+// only for more than 4 ways (b8 off lines), 8 KiB ahead where Intel's run 2 KiB ahead. The kernels
+// with the prefetch match the naive permute (16 MiB plans given it, of 2 ways, and of 8 ways off
+// lines).
 TEST(PermutePlan, IntelAndZen5PrefetchTheSourceOfStreamedDeinterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(97);

@@ -2016,9 +2016,19 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
          rows_fit_line_sinks(plan);
 }
 
-// Streamed de-interleaves of 2-4 ways that are not staged prefetch their source 8 KiB ahead into
-// the L2 cache on Intel's cores far past the cache, where one thread's single read stream otherwise
-// falls short of memory's speed: a loop of non-temporal 512-bit stores copying 256 MiB on an Intel
+// Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
+// prefetchers do not follow; far past the cache each strip prefetches the next one's lines. Intel
+// Xeon with AMX (2 vCPUs), each grid cell planned as a gather, with and without the prefetch, in
+// one process (bench/plan_ab, both orders; speedup of the prefetch): AVX2 gathers (19 cells) 1.15x
+// at 64 MiB, 1.13x / 1.12x at 256 MiB on one / two threads; VBMI gathers (125-128 cells) 1.05x at
+// 64 MiB, 0.99x at 256 MiB on one and two threads. At 16 MiB, where the source stays in the cache,
+// the prefetches cost: 0.82x / 0.79x (VBMI / AVX2). Until now GCC had deleted them (see
+// kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
+bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
+
+// Streamed de-interleaves of 2-4 ways that are not staged prefetch their source into the L2 cache
+// on Intel's cores far past the cache, where one thread's single read stream otherwise falls
+// short of memory's speed: a loop of non-temporal 512-bit stores copying 256 MiB on an Intel
 // Xeon with AMX (2 vCPUs) ran at 17.0 GB/s (read + written) alone, 22.2 with prefetches 8 KiB ahead
 // (4 and 16 KiB: 21.1 and 22.2; into L1, 17.7-18.4), glibc's memcpy, which reads 4 pages at a time,
 // 21.5. There each 256 MiB grid cell this changes planned both ways in one process (bench/plan_ab,
@@ -2041,33 +2051,27 @@ constexpr std::int64_t streamed_deinterleave_prefetch_bytes_on_intel = 2048;
 constexpr std::size_t max_prefetching_deinterleave_ways = 4;
 constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 
-// Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
-// prefetchers do not follow; far past the cache each strip prefetches the next one's lines. Intel
-// Xeon with AMX (2 vCPUs), each grid cell planned as a gather, with and without the prefetch, in
-// one process (bench/plan_ab, both orders; speedup of the prefetch): AVX2 gathers (19 cells) 1.15x
-// at 64 MiB, 1.13x / 1.12x at 256 MiB on one / two threads; VBMI gathers (125-128 cells) 1.05x at
-// 64 MiB, 0.99x at 256 MiB on one and two threads. At 16 MiB, where the source stays in the cache,
-// the prefetches cost: 0.82x / 0.79x (VBMI / AVX2). Until now GCC had deleted them (see
-// kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
-bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
-// On a Zen 5 (family 1Ah, model 2, 2 vCPUs) the same A/B over the 453 cells this rule would
-// change (three alternations, both orders): the 391 of 2-4 ways 1.00x / 1.02x on one / two threads
-// (0.67x the least), so a Zen 5 leaves them; the 62 of more ways 1.12x / 1.14x (8 ways 1.04-1.13x,
-// 16 ways of 16- and 32-byte lanes 1.34-1.54x; 7 under 0.96x, the least 0.81x), which it takes.
-bool prefetches_streamed_deinterleave_source(const permute_plan& plan) {
+// How far ahead a streamed de-interleave prefetches its source (0: it does not). On a Zen 5
+// (family 1Ah, model 2, 2 vCPUs) the same A/B over the 453 cells this rule would change (three
+// alternations, both orders): the 391 of 2-4 ways 1.00x / 1.02x on one / two threads (0.67x the
+// least), so a Zen 5 leaves them; the 62 of more ways 1.12x / 1.14x (8 ways 1.04-1.13x, 16 ways of
+// 16- and 32-byte lanes 1.34-1.54x; 7 under 0.96x, the least 0.81x), which it takes.
+std::int64_t streamed_deinterleave_source_prefetch_bytes(const permute_plan& plan) {
   const runtime::core_kind cores = runtime::planning_core_kind();
   const bool intel = cores == runtime::core_kind::intel;
   if (!plan.shuffle || plan.shuffle->interleave || !plan.shuffle->repeat.streaming || !far_past_the_cache(plan) ||
       plan.shuffle->level < isa::avx512 || !(intel || cores == runtime::core_kind::amd_zen5)) {
-    return false;
+    return 0;
   }
   const shuffle_tile& tile = *plan.shuffle;
-  if (tile.segment_copy.copy != nullptr) return false;
+  if (tile.segment_copy.copy != nullptr) return 0;
+  const std::int64_t distance =
+      intel ? streamed_deinterleave_prefetch_bytes_on_intel : streamed_deinterleave_prefetch_bytes;
   const std::size_t ways = tile.offsets.size();
-  if (ways <= max_prefetching_deinterleave_ways) return intel;
+  if (ways <= max_prefetching_deinterleave_ways) return intel ? distance : 0;
   const bool rows_off_lines = way_row_bytes(plan) % 64 != 0;
   const bool power_of_two = (ways & (ways - 1)) == 0;
-  return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two);
+  return ways <= max_prefetching_costly_deinterleave_ways && (rows_off_lines || !power_of_two) ? distance : 0;
 }
 
 // On Intel's cores de-interleave rows from 512 bytes on whose destinations do not all start on
@@ -2196,11 +2200,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
       }
     }
   }
-  if (prefetches_streamed_deinterleave_source(plan)) {
-    plan.shuffle->repeat.source_prefetch_bytes = runtime::planning_core_kind() == runtime::core_kind::intel
-                                                     ? streamed_deinterleave_prefetch_bytes_on_intel
-                                                     : streamed_deinterleave_prefetch_bytes;
-  }
+  if (plan.shuffle) plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_source_prefetch_bytes(plan);
   if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);

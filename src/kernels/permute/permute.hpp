@@ -144,7 +144,7 @@ struct shuffle_repeat {
   /// not the destination's (see source_order_repeat in permute.cpp).
   bool by_source = false;
   /// A streamed de-interleave's vector steps prefetch the source this many bytes ahead into the
-  /// L2 cache (0: none; see prefetches_streamed_deinterleave_source in permute.cpp).
+  /// L2 cache (0: none; see streamed_deinterleave_source_prefetch_bytes in permute.cpp).
   std::int64_t source_prefetch_bytes = 0;
   /// De-interleave rows of at least this many bytes whose destinations do not all start on cache
   /// lines are re-cut into whole lines (see realigned_deinterleave_run_bytes); the avx512 kernels.
