@@ -1,15 +1,16 @@
 // Two plans of each grid case, timed against each other in one process: the A/B that decides a
 // planning rule. Each named case is planned twice, under two ISA caps, or with an environment
-// variable set to two values while planning (a temporary switch in the planner), or once and run
-// on two thread counts; then plan A, plan B and memcpy run in turn on the same buffers, and the
-// medians are compared. The buffers start on cache lines, as the grid's do (`regrid bench`), the
-// output --dst-offset bytes past one (its --dst-offset): until this took them from std::vector,
-// outputs of 128 KiB and more started 16 bytes past a line (glibc's mmap'd blocks), where a
-// streamed 8-way de-interleave of s2d NCHW b8 C64 bytes at 256 MiB ran at 0.33 of memcpy, 0.80 on
-// a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries drift with this
-// machine's memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s on a 2-vCPU
-// Zen 4); plans alternated call by call do not. The plan timed second starts in the cache state the first one
-// leaves: run each A/B in both orders (swap A and B) and take the geometric mean per case.
+// variable set to two values while planning and before each run (a temporary switch in the planner
+// or the run), or once and run on two thread counts; then plan A, plan B and memcpy run in turn on
+// the same buffers, and the medians are compared. The buffers start on cache lines, as the grid's
+// do (`regrid bench`), the output --dst-offset bytes past one (its --dst-offset): until this took
+// them from std::vector, outputs of 128 KiB and more started 16 bytes past a line (glibc's mmap'd
+// blocks), where a streamed 8-way de-interleave of s2d NCHW b8 C64 bytes at 256 MiB ran at 0.33 of
+// memcpy, 0.80 on a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries
+// drift with this machine's memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s
+// on a 2-vCPU Zen 4); plans alternated call by call do not. The plan timed second starts in the
+// cache state the first one leaves: run each A/B in both orders (swap A and B) and take the
+// geometric mean per case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
 //       [--dst-offset 0] [--plans-only | --describe]
@@ -142,8 +143,9 @@ int main(int argc, char** argv) {
     if (o.mode == "isa") regrid::set_max_isa(isa_named(value));
     if (o.mode == "env") set_variable(o.variable, value);
   };
-  auto before_run = [&](const std::string& value) {
+  auto before_run = [&](const std::string& value) {  // before running plan A or B
     if (o.mode == "threads") regrid::set_num_threads(std::atoi(value.c_str()));
+    if (o.mode == "env") set_variable(o.variable, value);
   };
   regrid::set_num_threads(o.threads);
   const regrid::isa detected = regrid::detected_isa();
