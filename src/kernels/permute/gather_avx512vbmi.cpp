@@ -495,6 +495,14 @@ void run_strip(const gather_program& program, const gather_rows& rows, const str
 // gather cells of the 16 MiB grid, four alternations: 1.06x / 1.04x on one / two threads (rows
 // off lines 1.04-1.13x per period, on lines 0.97-1.06x; 13 cells under 0.95x, the least 0.79x:
 // s2d channels-last K = 3 DCR b3 C4 of 4-byte elements); 37 of them at 256 MiB 1.01x / 1.01x.
+// Waiting for the buffer to stream out is not what holds these strips back far past the cache.
+// On an Intel Xeon with AMX (2 vCPUs), d2s NHWC CRD b3 C3 of bytes at 256 MiB, one thread (rows
+// of 7 and 28 KiB across 3 rows, 0.46-0.49 of memcpy): the buffer's stream-out took about half
+// of each strip's time, yet streaming the previous strip's buffer out in slices between the next
+// strip's chunk groups (two buffers) ran 0.95-0.98x, process against process. Building alone,
+// nothing written, ran at 1.6x the whole kernel's pace there, reading 9.7 GB/s where a plain read
+// loop reads 16; at 16 MiB it ran no faster than the whole kernel. Prefetching 1, 2 or 4 strips
+// ahead, into L1 or L2, changed nothing (within 3%).
 constexpr std::int64_t strip_buffer_bytes = strip_bytes + max_gather_period_bytes;
 
 template <class Groups>
