@@ -2308,6 +2308,33 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// s2d NHWC DCR of few channels into outputs that stay in the cache: the tile's inner axis is the
+// one that writes the output in order (the block rows, each run continuing the previous one), not
+// the output pixels, whose runs lie a pixel apart; the plan still matches the naive copy on one
+// and two threads, with the rows of the tile (the output pixels) cut among the items.
+TEST(PermutePlan, ShortRunsInTheCacheWriteTheOutputInOrder) {
+  auto space_to_depth = [](std::int64_t size, std::int64_t b, std::int64_t channels, std::size_t width) {
+    return packed_transpose({1, size, b, size, b, channels}, {0, 1, 3, 2, 4, 5}, width);
+  };
+  std::mt19937_64 rng(83);
+  for (const isa cap : {isa::scalar, isa::avx2, isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (const auto& [size, b, channels, width] :
+         {std::tuple{140, 3, 3, 2}, std::tuple{105, 4, 3, 4}, std::tuple{37, 3, 1, 8}}) {
+      const auto axes = space_to_depth(size, b, channels, static_cast<std::size_t>(width));
+      const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+      ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
+      const std::int64_t run = b * channels * width;
+      EXPECT_EQ(plan.col.extent, b) << describe(plan);
+      EXPECT_EQ(plan.col.dst_stride, run) << describe(plan);
+      EXPECT_EQ(plan.row.dst_stride, b * run) << describe(plan);
+      expect_matches_naive_on_one_and_two_threads(axes, plan, width, rng);
+    }
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // d2s channels-last K = 3 DCR b4 C3 of 2-byte elements, [1, D, H, W, 192] -> [1, 4D, 4H, 4W, 3]:
 // 24-byte runs (the block's columns and the channels) whose tiles read the source in one stretch
 // (each column's rows 24 bytes apart, the columns 384) and continue the output. Where the output
