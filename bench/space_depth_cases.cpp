@@ -3,11 +3,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <type_traits>
 
 #include "runtime/thread_pool.hpp"
@@ -315,6 +317,50 @@ double pool_handoff_seconds(int threads, double part_seconds) {
   set_num_threads(saved);
   std::nth_element(costs.begin(), costs.begin() + samples / 2, costs.end());
   return std::max(0.0, costs[samples / 2]);
+}
+
+double cache_line_round_trip_seconds() {
+  struct alignas(64) line {
+    std::atomic<std::int64_t> value{0};
+  };
+  if (std::thread::hardware_concurrency() < 2) return 0;
+  line ping;
+  line pong;
+  // Waits that outlast a few thousand polls give the CPU away: where the two threads share one
+  // (a loaded machine), each trip then costs a switch, not a time slice.
+  auto wait_for = [](const line& l, std::int64_t value) {
+    for (int polls = 0; l.value.load(std::memory_order_acquire) != value; ++polls) {
+      if (polls < 4096) {
+        _mm_pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+  constexpr int samples = 21;
+  constexpr std::int64_t trips_per_sample = 500;
+  constexpr std::int64_t trips = samples * trips_per_sample;
+  std::thread answerer([&] {
+    for (std::int64_t i = 1; i <= trips; ++i) {
+      wait_for(ping, i);
+      pong.value.store(i, std::memory_order_release);
+    }
+  });
+  using clock = std::chrono::steady_clock;
+  std::vector<double> times;
+  std::int64_t trip = 0;
+  for (int s = 0; s < samples; ++s) {
+    const auto start = clock::now();
+    for (std::int64_t k = 0; k < trips_per_sample; ++k) {
+      ++trip;
+      ping.value.store(trip, std::memory_order_release);
+      wait_for(pong, trip);
+    }
+    times.push_back(std::chrono::duration<double>(clock::now() - start).count() / trips_per_sample);
+  }
+  answerer.join();
+  std::nth_element(times.begin(), times.begin() + samples / 2, times.end());
+  return times[samples / 2];
 }
 
 }  // namespace regrid::bench

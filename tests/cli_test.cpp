@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -405,6 +406,16 @@ TEST_F(Cli, BenchReportsTheTargetsAgainstWhatItMeasured) {
   const double bound_rounding = bound * (0.005 / one_thread_rate + 0.005 / handoff_us) + 0.006;
   EXPECT_NEAR(std::stod(scaled[3]), bound, bound_rounding) << bench.out;
   EXPECT_LE(std::stod(scaled[3]), 2.0 + 0.005) << bench.out;
+  // Beside it, the floor under the hand-off: a cache line's round trip between two threads, timed
+  // where the machine has two CPUs for them.
+  const std::string trip_text = "\na cache line's round trip between two threads: ";
+  const std::size_t trip_at = bench.out.find(trip_text);
+  if (std::thread::hardware_concurrency() < 2) {
+    EXPECT_EQ(trip_at, std::string::npos) << bench.out;
+  } else {
+    ASSERT_NE(trip_at, std::string::npos) << bench.out;
+    EXPECT_GT(std::stod(bench.out.substr(trip_at + trip_text.size())), 0.0) << bench.out;
+  }
 }
 
 // The bench's vector copy copies exactly the bytes asked for, under every ISA cap the host

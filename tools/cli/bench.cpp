@@ -125,6 +125,13 @@ void print_targets(const std::vector<cell_result>& cells, const std::map<int, do
         "%.0f us, back to back); a cell of one-thread time t takes at least t / %d + %.2f us\n",
         threads, seconds * 1e6, threads, handoff_part_seconds * 1e6, threads, seconds * 1e6);
   }
+  const double round_trip_seconds = handoff_seconds.empty() ? 0.0 : bench::cache_line_round_trip_seconds();
+  if (round_trip_seconds > 0) {
+    std::printf(
+        "a cache line's round trip between two threads: %.2f us; a hand-off's critical path makes about two (the job's "
+        "start reaches a worker, which claims its part; its end reaches the caller)\n",
+        round_trip_seconds * 1e6);
+  }
 }
 
 // The ratio a cell of `size` falls short of: the one-thread median targets, read per cell.
