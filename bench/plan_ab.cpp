@@ -1,16 +1,17 @@
 // Two plans of each grid case, timed against each other in one process: the A/B that decides a
 // planning rule. Each named case is planned twice, under two ISA caps, or with an environment
 // variable set to two values while planning and before each run (a temporary switch in the planner
-// or the run), or once and run on two thread counts; then plan A, plan B and memcpy run in turn on
-// the same buffers, and the medians are compared. The buffers start on cache lines, as the grid's
+// or the run), or once and run on two thread counts; then memcpy and plan A, memcpy and plan B run
+// in turn on the same buffers, and the medians are compared. The buffers start on cache lines, as the grid's
 // do (`regrid bench`), the output --dst-offset bytes past one (its --dst-offset): until this took
 // them from std::vector, outputs of 128 KiB and more started 16 bytes past a line (glibc's mmap'd
 // blocks), where a streamed 8-way de-interleave of s2d NCHW b8 C64 bytes at 256 MiB ran at 0.33 of
 // memcpy, 0.80 on a line (Intel Xeon, one thread). Whole-grid runs alternated between binaries
 // drift with this machine's memory bandwidth from one run to the next (memcpy at 16 MiB 26-39 GB/s
-// on a 2-vCPU Zen 4); plans alternated call by call do not. The plan timed second starts in the
-// cache state the first one leaves: run each A/B in both orders (swap A and B) and take the
-// geometric mean per case.
+// on a 2-vCPU Zen 4); plans alternated call by call do not. Each plan starts in the cache state
+// the memcpy before it leaves (the output in the caller's cache where it fits); other effects of
+// the order remain, so run each A/B in both orders (swap A and B) and take the geometric mean per
+// case.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
 //       [--dst-offset 0] [--plans-only | --describe]
@@ -186,18 +187,23 @@ int main(int argc, char** argv) {
     std::vector<double> a;
     std::vector<double> b;
     std::vector<double> copy;
-    for (int r = 0; r < o.repetitions; ++r) {
-      before_run(o.value_a);
+    // Each plan runs right after a memcpy of the same bytes, so that both start from the cache
+    // state it leaves: run one after the other, on two threads the second found the first's
+    // worker holding its half of the output in that core's cache, and at 64 KiB ran up to 2x
+    // faster than the first whichever plan it was.
+    auto copy_then_run = [&](const regrid::space_depth_plan& plan, const std::string& value,
+                             std::vector<double>& times) {
       auto start = std::chrono::steady_clock::now();
-      plan_a.execute(src, dst);
-      a.push_back(seconds_since(start));
-      before_run(o.value_b);
-      start = std::chrono::steady_clock::now();
-      plan_b.execute(src, dst);
-      b.push_back(seconds_since(start));
-      start = std::chrono::steady_clock::now();
       std::memcpy(dst, src, bytes);
       copy.push_back(seconds_since(start));
+      before_run(value);
+      start = std::chrono::steady_clock::now();
+      plan.execute(src, dst);
+      times.push_back(seconds_since(start));
+    };
+    for (int r = 0; r < o.repetitions; ++r) {
+      copy_then_run(plan_a, o.value_a, a);
+      copy_then_run(plan_b, o.value_b, b);
     }
     if (o.mode == "threads") regrid::set_num_threads(o.threads);
     const double time_a = median(a);
