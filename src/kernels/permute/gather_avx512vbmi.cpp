@@ -387,6 +387,15 @@ void run_strip_walking(const gather_program& program, const gather_rows& row_wal
 // A group of chunks (gather_chunk_group) of G chunks over W windows, its steps in registers: each
 // period's windows are loaded once, then every chunk of the group is built from them and stored,
 // the group's chunks side by side.
+// The permutes bound the build: on an Intel Xeon with AMX (2 vCPUs, about 4 GHz) a two-source
+// byte permute (vpermt2b, zmm) issues once per 2 cycles (0.50 ns apart over 8 independent chains,
+// vpermb and vpshufb 0.25, vpaddd 0.12), so a chunk of 3 windows' pairs takes 6 cycles of shuffle
+// port alone. There d2s NHWC CRD b3 C3 of bytes spends 97% of its time in this loop (perf, timer
+// sampling: run_chunk_group<2, 6>, 6 loads, 6 vpermt2b, 4 blends and 2 stores per period of two
+// chunks) and runs at 11-15 cycles per chunk (35-45 GB/s read + written at 64 KiB-1 MiB):
+// half of that is the permutes. One-source permutes of each window and a blend per window cost
+// the shuffle port as much. (llvm-mca 14's model of Ice Lake and Sapphire Rapids counts vpermt2b
+// as one cycle, and predicts 2 cycles per chunk.)
 template <int G, int W>
 struct chunk_group_steps {
   static constexpr int steps = (W + 1) / 2;
