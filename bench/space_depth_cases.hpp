@@ -103,9 +103,9 @@ double pool_handoff_seconds(int threads, double part_seconds = 2e-6);
 
 /// The time a cache line takes to go from one thread to another and back: the median, over
 /// samples of many round trips, of two threads answering each other through a pair of atomics on
-/// lines of their own (the OS places the threads); 0 on a machine of one CPU. A hand-off (pool_handoff_seconds) makes
-/// about two such trips on its critical path: the job's start reaches the worker, which claims its part, and its end
-/// reaches the caller.
+/// lines of their own (the OS places the threads); 0 on a machine of one CPU. A hand-off
+/// (pool_handoff_seconds) makes about two such trips on its critical path: the job's start
+/// reaches the worker, which claims its part, and its end reaches the caller.
 double cache_line_round_trip_seconds();
 
 }  // namespace regrid::bench

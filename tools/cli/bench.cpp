@@ -55,8 +55,10 @@ std::pair<double, double> min_and_median(std::vector<double>& values) {
 }
 
 // `handoff_seconds`: per thread count above one, what sharing a call costs beyond its work
-// (bench::pool_handoff_seconds), which bounds each cell's scaling.
-void print_targets(const std::vector<cell_result>& cells, const std::map<int, double>& handoff_seconds) {
+// (bench::pool_handoff_seconds), which bounds each cell's scaling; `round_trip_seconds`: the floor
+// under it (bench::cache_line_round_trip_seconds), 0 where it was not measured.
+void print_targets(const std::vector<cell_result>& cells, const std::map<int, double>& handoff_seconds,
+                   double round_trip_seconds) {
   std::map<std::tuple<int, std::int64_t>, std::vector<double>> ratios;
   std::map<std::string, const cell_result*> one_thread;
   for (const cell_result& cell : cells) {
@@ -125,7 +127,6 @@ void print_targets(const std::vector<cell_result>& cells, const std::map<int, do
         "%.0f us, back to back); a cell of one-thread time t takes at least t / %d + %.2f us\n",
         threads, seconds * 1e6, threads, handoff_part_seconds * 1e6, threads, seconds * 1e6);
   }
-  const double round_trip_seconds = handoff_seconds.empty() ? 0.0 : bench::cache_line_round_trip_seconds();
   if (round_trip_seconds > 0) {
     std::printf(
         "a cache line's round trip between two threads: %.2f us; a hand-off's critical path makes about two (the job's "
@@ -308,7 +309,8 @@ int run_bench(const bench_request& request) {
   for (int threads : thread_counts) {
     if (threads > 1) handoff_seconds[threads] = bench::pool_handoff_seconds(threads, handoff_part_seconds);
   }
-  print_targets(cells, handoff_seconds);
+  const double round_trip_seconds = handoff_seconds.empty() ? 0.0 : bench::cache_line_round_trip_seconds();
+  print_targets(cells, handoff_seconds, round_trip_seconds);
   print_under_target(cells);
   return 0;
 }
