@@ -283,6 +283,15 @@ bool reads_source_stretches(const permute_plan& plan) {
 // copies alike, 0.82-1.15x, noise). A Zen 4 had measured these joins 1.42x at 16 MiB.
 bool joins_source_stretches() { return runtime::planning_core_kind() != runtime::core_kind::amd_zen5; }
 
+// Whether runs under a line into outputs that stay in the cache walk innermost the axis that writes
+// the destination in order (see plan_permute_unsplit): everywhere but on a Zen 5. There, the 13
+// cells of the 64 KiB grid it changes (s2d NHWC DCR of few channels, d2s channels-last K = 3 DCR
+// b8 C3), planned both ways in one process (bench/plan_ab, 11 samples, both orders), ran 0.94x /
+// 0.94x on one thread (s2d NHWC DCR b3 C16 of bytes 0.81x) and 0.93x / 0.93x on two; the 11 of
+// 1 MiB 1.01x / 1.01x on one thread, 1.01x / 1.02x on two; at the AVX2 level 0.98x / 0.96x at
+// 64 KiB and 1.03x / 1.01x at 1 MiB. An Intel Xeon had gained 1.15x and 1.23x.
+bool writes_short_runs_in_output_order() { return runtime::planning_core_kind() != runtime::core_kind::amd_zen5; }
+
 // Elements of 1, 2, 4 or 8 bytes are moved one at a time by the scalar kernels (a shuffle takes
 // them where one side is contiguous); anything wider, or of odd width, is a run the vector
 // kernels copy whole, with streaming stores when `streaming` (see run_tile_kernel_avx512 for
@@ -2323,9 +2332,9 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // two threads at 1 MiB 1.1-1.6x. The walk in source order instead, tried on the cells whose rows
   // read the source in order (d2s NHWC and channels-last K = 3 DCR), lost 0.82x. Where the output
   // streams, the order is set above for the memory traffic (at 16 MiB this order changed 10 cells
-  // by 0.88-1.06x). Not measured on AMD's cores.
+  // by 0.88-1.06x). A Zen 5 keeps the walk above (writes_short_runs_in_output_order).
   if (run_width < 64 && !output_streams(plan) && magnitude(plan.row.dst_stride) == run_width &&
-      magnitude(plan.col.dst_stride) != run_width) {
+      magnitude(plan.col.dst_stride) != run_width && writes_short_runs_in_output_order()) {
     std::swap(plan.row, plan.col);
   }
   // A tile of a few runs would cost a call (and an odometer step) per few dozen bytes.
