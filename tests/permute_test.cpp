@@ -1848,6 +1848,50 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// On a Zen 5, streamed unstaged 2-way interleaves of 1-4 KiB runs under 40 MiB (d2s NCHW b2 of
+// bytes, [C, 2, 2, H, W] -> [C, H, 2, W, 2], runs of W bytes) take the AVX2 level's plan
+// (loses_to_avx2_on_zen5); runs of 512 bytes or 4 KiB, outputs of 48 MiB and other cores keep
+// the AVX-512 one.
+TEST(PermutePlan, Zen5TakesTheAvx2PlanForStreamedPairInterleavesOfKibRuns) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(89);
+  const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
+  const transpose_problem taken{{3, 2, 2, 1024, 1024}, d2s_nchw, 1};         // 12 MiB, 1 KiB runs
+  const transpose_problem kept[] = {{{12, 2, 2, 512, 512}, d2s_nchw, 1},     // 12 MiB, 512-byte runs
+                                    {{1, 2, 2, 768, 4096}, d2s_nchw, 1},     // 12 MiB, 4 KiB runs
+                                    {{12, 2, 2, 1024, 1024}, d2s_nchw, 1}};  // 48 MiB
+  for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+    if (cap > detected_isa()) continue;
+    const auto [avx2, common] = avx2_and_common_plans(taken, cap);
+    ASSERT_TRUE(common.shuffle) << describe(common);
+    EXPECT_TRUE(common.streams) << describe(common);
+    EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
+    for (const runtime::core_kind cores :
+         {runtime::core_kind::intel, runtime::core_kind::amd_zen4, runtime::core_kind::other}) {
+      runtime::plan_for_core_kind_for_testing(cores);
+      const permute_plan plan = plan_permute(taken.axes(), 1);
+      ASSERT_TRUE(plan.shuffle) << describe(plan);
+      EXPECT_GE(plan.shuffle->level, isa::avx512) << describe(plan) << " " << to_string(cap);
+    }
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+    const permute_plan zen5 = plan_permute(taken.axes(), 1);
+    EXPECT_EQ(describe(zen5), avx2) << to_string(cap);
+    ASSERT_TRUE(zen5.shuffle) << describe(zen5);
+    EXPECT_EQ(zen5.shuffle->level, isa::avx2) << describe(zen5);
+    EXPECT_EQ(describe(plan_permute_cached(taken.axes(), 1)), describe(zen5)) << to_string(cap);
+    expect_matches_naive_on_one_and_two_threads(taken.axes(), zen5, 1, rng);
+    for (const transpose_problem& p : kept) {
+      const permute_plan kept_common = avx2_and_common_plans(p, cap).second;
+      ASSERT_TRUE(kept_common.shuffle) << describe(kept_common);
+      EXPECT_GE(kept_common.shuffle->level, isa::avx512) << describe(kept_common);
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+      EXPECT_EQ(describe(plan_permute(p.axes(), 1)), describe(kept_common)) << to_string(cap);
+    }
+    runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // Assembled interleaves keep their plan where a gather could take it: d2s NCHW DCR b4 C4 of bytes
 // ([4, 4, 4, 32, 32], 4-way interleaves of 32-byte runs), which a VBMI gather of 2 steps per chunk
 // took before, under the common rules and on a Zen 4.
@@ -2389,7 +2433,8 @@ TEST(PermutePlan, Zen5CopiesRunsReadInOneSourceStretchWithOrdinaryStores) {
 // d2s NCHW DCR b2 C4 of 4-byte elements, [1, 16, H, W] -> [1, 4, 2H, 2W], an AVX-512 2-way
 // interleave, and s2d NCHW DCR b8 C1 of 4-byte elements, [1, 1, 8H, 8W] -> [1, 64, H, W], an
 // 8-way de-interleave. Of 16 MiB they stream elsewhere; of 64 MiB or more they stream everywhere.
-// s2d NCHW DCR b4 (a 4-way de-interleave) streams at 16 MiB everywhere.
+// s2d NCHW DCR b4 (a 4-way de-interleave) streams at 16 MiB everywhere. A Zen 5 takes the AVX2
+// level's plan for the 2-way interleave of 2 KiB runs at 16 MiB (loses_to_avx2_on_zen5).
 TEST(PermutePlan, IntelPlansStreamedShufflesForTheCacheBelow64MiB) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto depth_to_space = [](std::int64_t size) {
@@ -2419,7 +2464,8 @@ TEST(PermutePlan, IntelPlansStreamedShufflesForTheCacheBelow64MiB) {
       const permute_plan plan = plan_permute(c.streamed, 4);
       ASSERT_TRUE(plan.shuffle && plan.shuffle->interleave == c.interleave) << c.what << ": " << describe(plan);
       EXPECT_EQ(plan.shuffle->offsets.size(), c.ways) << c.what << ": " << describe(plan);
-      EXPECT_EQ(plan.shuffle->level, isa::avx512) << c.what << ": " << describe(plan);
+      const bool avx2_on_zen5 = &c == &cases[0] && cores == runtime::core_kind::amd_zen5;
+      EXPECT_EQ(plan.shuffle->level, avx2_on_zen5 ? isa::avx2 : isa::avx512) << c.what << ": " << describe(plan);
       EXPECT_EQ(plan.streams, !cached) << c.what << ": " << describe(plan);
       EXPECT_EQ(plan.shuffle->repeat.streaming, !cached) << c.what << ": " << describe(plan);
       const permute_plan far_plan = plan_permute(c.far, 4);
