@@ -11,7 +11,11 @@
 // on a 2-vCPU Zen 4); plans alternated call by call do not. Each plan starts in the cache state
 // the memcpy before it leaves (the output in the caller's cache where it fits); other effects of
 // the order remain, so run each A/B in both orders (swap A and B) and take the geometric mean per
-// case.
+// case. That state is not the grid's where the output about fits the last-level cache: do not
+// decide between streaming and ordinary stores here. On a Zen 5 (32 MiB L3) at 16 MiB, the run
+// copies of 64 bytes or more ran 1.2-2.3x faster with ordinary stores than streamed here, each
+// plan after a memcpy that left its output cached, and 0.67x as fast in regrid bench (36 cells,
+// alternate processes, twice), whose calls follow calls of their own kind.
 //
 //   build/release/bench/regrid_plan_ab --cases FILE --size-kib 16384 [--threads 1] [--repetitions 11]
 //       [--dst-offset 0] [--plans-only | --describe]
