@@ -1855,8 +1855,8 @@ constexpr std::int64_t max_zen5_avx2_pair_interleave_run_bytes = 4096;
 constexpr std::int64_t max_zen5_avx2_pair_interleave_output_bytes = std::int64_t{40} << 20;
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   const shuffle_tile* const shuffle = own_avx512_shuffle(plan);
-  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr || shuffle->segmented != nullptr ||
-      !shuffle->interleave || shuffle->offsets.size() != 2 || !shuffle->repeat.streaming ||
+  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr || !shuffle->interleave ||
+      shuffle->offsets.size() != 2 || !shuffle->repeat.streaming ||
       plan.total_bytes >= max_zen5_avx2_pair_interleave_output_bytes) {
     return false;
   }
