@@ -1848,38 +1848,55 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   set_max_isa(isa::avx512vbmi);
 }
 
-// On a Zen 5, streamed unstaged 2-way interleaves of 1-4 KiB runs under 40 MiB (d2s NCHW b2 of
-// bytes, [C, 2, 2, H, W] -> [C, H, 2, W, 2], runs of W bytes) take the AVX2 level's plan
-// (loses_to_avx2_on_zen5); runs of 512 bytes or 4 KiB, outputs of 48 MiB and other cores keep
-// the AVX-512 one.
-TEST(PermutePlan, Zen5TakesTheAvx2PlanForStreamedPairInterleavesOfKibRuns) {
+// On a Zen 5, outputs of 12-64 MiB (loses_to_avx2_on_zen5) take the AVX2 level's plan for
+// streamed unstaged 2-way interleaves of 1-4 KiB runs under 40 MiB (d2s NCHW b2 of bytes,
+// [C, 2, 2, H, W] -> [C, H, 2, W, 2], runs of W bytes) and for staged 8-way interleaves of bytes
+// (d2s channels-first K = 3 CRD b8 C16, [C, 8, 8, 8, D, H, W] -> [C, D, 8, H, 8, W, 8]). Runs of
+// 512 bytes or 4 KiB, pair interleaves of 48 MiB and the staged one of 1 MB keep the AVX-512
+// plans, as Intel's cores and a Zen 4 do for the pair interleave and a Zen 4 for the staged one
+// (Intel's staging rules give that an AVX2 plan already).
+TEST(PermutePlan, Zen5TakesTheAvx2PlanForStreamedPairAndStagedEightWayInterleaves) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(89);
   const std::vector<int> d2s_nchw{0, 3, 1, 4, 2};
-  const transpose_problem taken{{3, 2, 2, 1024, 1024}, d2s_nchw, 1};         // 12 MiB, 1 KiB runs
-  const transpose_problem kept[] = {{{12, 2, 2, 512, 512}, d2s_nchw, 1},     // 12 MiB, 512-byte runs
-                                    {{1, 2, 2, 768, 4096}, d2s_nchw, 1},     // 12 MiB, 4 KiB runs
-                                    {{12, 2, 2, 1024, 1024}, d2s_nchw, 1}};  // 48 MiB
+  const std::vector<int> d2s_channels_first_k3{0, 4, 1, 5, 2, 6, 3};
+  struct taken_case {
+    transpose_problem problem;
+    std::vector<runtime::core_kind> keeping_avx512;  // other cores that keep the AVX-512 plan
+  };
+  const taken_case taken[] = {
+      // 12 MiB, 1 KiB runs
+      {{{3, 2, 2, 1024, 1024}, d2s_nchw, 1}, {runtime::core_kind::intel, runtime::core_kind::amd_zen4}},
+      // 17 MiB, staged
+      {{{16, 8, 8, 8, 13, 13, 13}, d2s_channels_first_k3, 1}, {runtime::core_kind::amd_zen4}},
+  };
+  const transpose_problem kept[] = {
+      {{12, 2, 2, 512, 512}, d2s_nchw, 1},                 // 12 MiB, 512-byte runs
+      {{1, 2, 2, 768, 4096}, d2s_nchw, 1},                 // 12 MiB, 4 KiB runs
+      {{12, 2, 2, 1024, 1024}, d2s_nchw, 1},               // 48 MiB
+      {{16, 8, 8, 8, 5, 5, 5}, d2s_channels_first_k3, 1},  // 1 MB, staged
+  };
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
-    const auto [avx2, common] = avx2_and_common_plans(taken, cap);
-    ASSERT_TRUE(common.shuffle) << describe(common);
-    EXPECT_TRUE(common.streams) << describe(common);
-    EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
-    for (const runtime::core_kind cores :
-         {runtime::core_kind::intel, runtime::core_kind::amd_zen4, runtime::core_kind::other}) {
-      runtime::plan_for_core_kind_for_testing(cores);
-      const permute_plan plan = plan_permute(taken.axes(), 1);
-      ASSERT_TRUE(plan.shuffle) << describe(plan);
-      EXPECT_GE(plan.shuffle->level, isa::avx512) << describe(plan) << " " << to_string(cap);
+    for (const auto& [p, keeping_avx512] : taken) {
+      const auto [avx2, common] = avx2_and_common_plans(p, cap);
+      ASSERT_TRUE(common.shuffle && common.shuffle->interleave) << describe(common);
+      EXPECT_TRUE(common.streams) << describe(common);
+      EXPECT_GE(common.shuffle->level, isa::avx512) << describe(common);
+      for (const runtime::core_kind cores : keeping_avx512) {
+        runtime::plan_for_core_kind_for_testing(cores);
+        const permute_plan plan = plan_permute(p.axes(), 1);
+        ASSERT_TRUE(plan.shuffle) << describe(plan);
+        EXPECT_GE(plan.shuffle->level, isa::avx512) << describe(plan) << " " << to_string(cap);
+      }
+      runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+      const permute_plan zen5 = plan_permute(p.axes(), 1);
+      EXPECT_EQ(describe(zen5), avx2) << to_string(cap);
+      ASSERT_TRUE(zen5.shuffle) << describe(zen5);
+      EXPECT_EQ(zen5.shuffle->level, isa::avx2) << describe(zen5);
+      EXPECT_EQ(describe(plan_permute_cached(p.axes(), 1)), describe(zen5)) << to_string(cap);
+      expect_matches_naive_on_one_and_two_threads(p.axes(), zen5, 1, rng);
     }
-    runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
-    const permute_plan zen5 = plan_permute(taken.axes(), 1);
-    EXPECT_EQ(describe(zen5), avx2) << to_string(cap);
-    ASSERT_TRUE(zen5.shuffle) << describe(zen5);
-    EXPECT_EQ(zen5.shuffle->level, isa::avx2) << describe(zen5);
-    EXPECT_EQ(describe(plan_permute_cached(taken.axes(), 1)), describe(zen5)) << to_string(cap);
-    expect_matches_naive_on_one_and_two_threads(taken.axes(), zen5, 1, rng);
     for (const transpose_problem& p : kept) {
       const permute_plan kept_common = avx2_and_common_plans(p, cap).second;
       ASSERT_TRUE(kept_common.shuffle) << describe(kept_common);

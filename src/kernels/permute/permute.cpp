@@ -1838,30 +1838,35 @@ bool loses_to_avx2_on_amd(const permute_plan& plan) {
   return vector_per_way || (!output_streams(plan) && plan.width == 8 && (ways == 3 || ways == 9));
 }
 
-// Streamed unstaged 2-way interleaves of 1-4 KiB runs (output rows of 2-8 KiB: d2s NCHW and
-// NCHW_VECT_C b2) lose to the AVX2 level's plan, whose kernels store in place (b_way_run_inline),
-// on a Zen 5 where the output is larger than the cache but under 40 MiB. On a Zen 5 (family 1Ah,
-// model 2, 2 vCPUs, 32 MiB L3), the grid cells this changes, each alone in alternate processes of
-// regrid bench, twice, op throughput on one / two threads: 12 MiB (16 cells) 1.34x / 1.79x, 16 MiB
-// (27) 1.27x / 1.69x (mean ratio to memcpy 0.81 -> 0.92 / 0.74 -> 0.99; d2s NCHW DCR b2 C16 of
-// 4-byte elements 1.83x), 24 MiB (25) 1.12x / 1.11x, 32 MiB (25) 1.07x / 1.01x, 48 MiB (22) 0.99x /
-// 0.92x, just under 64 MiB (10) 0.98x on one thread. In the grid at 16 MiB, runs of 4-8 KiB or
-// under 1 KiB went the other way (0.65-0.78x with AVX2, two grid runs per level), as did other
-// ways and de-interleaves; d2s NCHW CRD b2 C4 of bytes tied at 1 and 4 MiB, and far past the cache
-// its AVX-512 plan ran 1.6x the AVX2 one (256 MiB). At 16 MiB that cell's AVX-512 kernel with
-// ordinary stores moved 51-54 GB/s, streaming 42, the AVX2 one 66: not the stores alone.
+// AVX-512 interleaves that lose to the AVX2 level's plan on a Zen 5 (family 1Ah, model 2, 2 vCPUs,
+// 32 MiB L3) where the output is larger than the cache but not far past it (12-64 MiB). Measured
+// on the grid cells each changes, each alone in alternate processes of regrid bench, twice, op
+// throughput on one / two threads; found by two whole 16 MiB grids per level, whose other
+// classes of shuffle favoured AVX-512 or went both ways.
+// - Streamed unstaged 2-way interleaves of 1-4 KiB runs (output rows of 2-8 KiB: d2s NCHW and
+//   NCHW_VECT_C b2), under 40 MiB: 12 MiB (16 cells) 1.34x / 1.79x, 16 MiB (27) 1.27x / 1.69x
+//   (mean ratio to memcpy 0.81 -> 0.92 / 0.74 -> 0.99; d2s NCHW DCR b2 C16 of 4-byte elements
+//   1.83x), 24 MiB (25) 1.12x / 1.11x, 32 MiB (25) 1.07x / 1.01x, 48 MiB (22) 0.99x / 0.92x, just
+//   under 64 MiB (10) 0.98x on one thread. In the grid at 16 MiB, runs of 4-8 KiB or under 1 KiB
+//   went the other way (0.65-0.78x with AVX2, two grid runs per level); d2s NCHW CRD b2 C4 of bytes
+//   tied at 1 and 4 MiB, and far past the cache its AVX-512 plan ran 1.6x the AVX2 one (256 MiB).
+//   At 16 MiB that cell's AVX-512 kernel with ordinary stores moved 51-54 GB/s, streaming 42, the
+//   AVX2 one 66: not the stores alone.
+// - Staged 8-way interleaves of bytes (d2s channels-first K = 3 b8, d2s NCHW b8 C16 / C64): 12 MiB
+//   (2 cells) 1.16x / 0.99x, 16 MiB (4) 1.59x / 1.45x (d2s CF-K3 b8 C16 of bytes 0.21-0.26 ->
+//   0.44-0.56 of memcpy), 24 MiB (12) 1.24x / 1.15x, 32 MiB (6) 1.23x / 1.25x, 48 MiB (8) 1.17x /
+//   1.19x, just under 64 MiB (2) 1.15x / 1.16x. At 1 MiB they went both ways (0.89-1.21x).
 constexpr std::int64_t min_zen5_avx2_pair_interleave_run_bytes = 1024;
 constexpr std::int64_t max_zen5_avx2_pair_interleave_run_bytes = 4096;
 constexpr std::int64_t max_zen5_avx2_pair_interleave_output_bytes = std::int64_t{40} << 20;
 bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   const shuffle_tile* const shuffle = own_avx512_shuffle(plan);
-  if (shuffle == nullptr || shuffle->segment_copy.copy != nullptr || !shuffle->interleave ||
-      shuffle->offsets.size() != 2 || !shuffle->repeat.streaming ||
-      plan.total_bytes >= max_zen5_avx2_pair_interleave_output_bytes) {
-    return false;
-  }
+  if (shuffle == nullptr || !shuffle->interleave || !output_streams(plan) || far_past_the_cache(plan)) return false;
+  const std::size_t ways = shuffle->offsets.size();
+  if (shuffle->segment_copy.copy != nullptr) return ways == 8 && plan.width == 1;
   const std::int64_t run_bytes = shuffle->run.extent * static_cast<std::int64_t>(plan.width);
-  return run_bytes >= min_zen5_avx2_pair_interleave_run_bytes && run_bytes < max_zen5_avx2_pair_interleave_run_bytes;
+  return ways == 2 && shuffle->repeat.streaming && plan.total_bytes < max_zen5_avx2_pair_interleave_output_bytes &&
+         run_bytes >= min_zen5_avx2_pair_interleave_run_bytes && run_bytes < max_zen5_avx2_pair_interleave_run_bytes;
 }
 
 // AMD's counterpart of stages_where_avx2_segments_win_on_intel: staged AVX-512 shuffles whose
