@@ -1855,7 +1855,10 @@ bool loses_to_avx2_on_amd(const permute_plan& plan) {
 // - Staged 8-way interleaves of bytes (d2s channels-first K = 3 b8, d2s NCHW b8 C16 / C64): 12 MiB
 //   (2 cells) 1.16x / 0.99x, 16 MiB (4) 1.59x / 1.45x (d2s CF-K3 b8 C16 of bytes 0.21-0.26 ->
 //   0.44-0.56 of memcpy), 24 MiB (12) 1.24x / 1.15x, 32 MiB (6) 1.23x / 1.25x, 48 MiB (8) 1.17x /
-//   1.19x, just under 64 MiB (2) 1.15x / 1.16x. At 1 MiB they went both ways (0.89-1.21x).
+//   1.19x, just under 64 MiB (2) 1.15x / 1.16x. At 1 MiB they went both ways (0.89-1.21x). At
+//   16 MiB on one thread the AVX-512 plan of d2s CF-K3 b8 C16 of bytes ran at 10-15 GB/s in 8 of
+//   10 processes and 28-39 in the other 2, the AVX2 one at 22-41 in all 10 (four grid runs and
+//   the A/B above); the C3 cells spread alike at either level (16-40 GB/s).
 constexpr std::int64_t min_zen5_avx2_pair_interleave_run_bytes = 1024;
 constexpr std::int64_t max_zen5_avx2_pair_interleave_run_bytes = 4096;
 constexpr std::int64_t max_zen5_avx2_pair_interleave_output_bytes = std::int64_t{40} << 20;
