@@ -230,6 +230,11 @@ std::int64_t shuffle_run_bytes(const permute_plan& plan) {
   return static_cast<std::int64_t>(tile.offsets.size() * plan.width) * tile.run.extent;
 }
 
+// Bytes of one way's row of a shuffle plan: the run's elements.
+std::int64_t way_row_bytes(const permute_plan& plan) {
+  return plan.shuffle->run.extent * static_cast<std::int64_t>(plan.width);
+}
+
 // Whether a VBMI gather of this plan's size builds its strips in an L1 buffer and streams them out
 // (gather_rows::stream, which periods of one chunk skip: see run_permute).
 bool gather_strips_stream(const permute_plan& plan) {
@@ -1867,7 +1872,7 @@ bool loses_to_avx2_on_zen5(const permute_plan& plan) {
   if (shuffle == nullptr || !shuffle->interleave || !output_streams(plan) || far_past_the_cache(plan)) return false;
   const std::size_t ways = shuffle->offsets.size();
   if (shuffle->segment_copy.copy != nullptr) return ways == 8 && plan.width == 1;
-  const std::int64_t run_bytes = shuffle->run.extent * static_cast<std::int64_t>(plan.width);
+  const std::int64_t run_bytes = way_row_bytes(plan);
   return ways == 2 && shuffle->repeat.streaming && plan.total_bytes < max_zen5_avx2_pair_interleave_output_bytes &&
          run_bytes >= min_zen5_avx2_pair_interleave_run_bytes && run_bytes < max_zen5_avx2_pair_interleave_run_bytes;
 }
@@ -2013,11 +2018,6 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (ways == 4 && plan.width == 1) return true;
   return !staged && ((ways == 8 && (plan.width == 1 || plan.width == 16)) || (ways == 9 && plan.width == 2) ||
                      (ways == 3 && plan.width == 4));
-}
-
-// Bytes of one way's row of a shuffle plan: the run's elements.
-std::int64_t way_row_bytes(const permute_plan& plan) {
-  return plan.shuffle->run.extent * static_cast<std::int64_t>(plan.width);
 }
 
 // Whether a streamed de-interleave's ways' rows continue one another so that b_way can stream
