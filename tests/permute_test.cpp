@@ -3871,6 +3871,37 @@ TEST_P(GatherAtIsa, RowsSharingTheirSourceGoAcrossRows) {
   EXPECT_GE(across, 8);
 }
 
+// Streamed gathers build each strip across the rows in an L1 buffer of 16 KiB and a period, also
+// where a period of every row, or the part-period ending them, would not fit it: s2d
+// channels-first K = 3 DCR b3 C8 of bytes, 63^3 (168 rows of 441 bytes, one period of 1344 bytes
+// each: 221 KiB), and d2s NHWC CRD b8 C15 of bytes, W 85 (8 rows of 10,200 bytes, periods of 960:
+// a work item's 2 periods and 600-byte tail on every row, 20,160 bytes). Gathers forced; as
+// planned and streamed, against the element loop.
+TEST_P(GatherAtIsa, StreamedStripsAcrossManyRowsFitTheirBuffer) {
+  std::mt19937_64 rng(83);
+  force_gather_for_testing(gather_forcing::any);
+  const std::vector<std::pair<std::vector<std::int64_t>, std::vector<int>>> shapes{
+      {{8, 21, 3, 21, 3, 21, 3}, {2, 4, 6, 0, 1, 3, 5}},
+      {{2, 85, 15, 8, 8}, {0, 3, 1, 4, 2}},
+  };
+  int across = 0;
+  for (const auto& [shape, perm] : shapes) {
+    const auto axes = packed_transpose(shape, perm, 1);
+    const permute_plan plan = plan_permute(axes, 1);
+    if (!plan.gather) continue;
+    const bool goes_across = describe(plan).find(" across rows") != std::string::npos;
+    across += goes_across ? 1 : 0;
+    const std::int64_t bytes = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+    for (std::size_t gap : {0, 16}) {  // 16: a source off its lines, where a lined program would not run
+      ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, 1, bytes, rng, gap))
+          << describe(plan) << " gap " << gap;
+    }
+  }
+  if (GetParam() == isa::avx512vbmi) {
+    EXPECT_EQ(across, 2);
+  }
+}
+
 // Gathers of one 64-byte chunk per period (d2s NHWC CRD b4 C4 and b2 C8 of 4-byte elements) run as
 // outputs well past the cache run them: rows of 2.4 KiB written in place, rows of 38 KiB built in
 // the L1 buffer and streamed (gather_streams_strips); destination misaligned and guarded, one and

@@ -574,16 +574,34 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
     // Rows that read the same source lines: strips of periods across every row (see
     // gather_rows_share_source), each source line from memory once.
     // A call's stretch may hold nothing but the part-period ending the rows: one strip of tails.
-    const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / (period_dst * rows.count));
-    std::int64_t p = 0;
-    do {
-      const std::int64_t end = std::min(whole, p + per_strip);
-      const strip part{src, dst, rows.count, p, end, end == whole ? tail : 0};
-      if (rows.prefetch)
-        prefetch_strip(program, rows, part, one, src_end, per_strip * program.period_src_bytes, per_strip * period_dst);
-      write_strip(program, rows, part, one, src_end);
-      p = end;
-    } while (p < whole);
+    // A streamed strip is built in the L1 buffer (strip_buffer_bytes), which one period of every
+    // row may overflow (168 rows of s2d channels-first K = 3 b3 C8, 1344-byte periods) and so may
+    // a last strip's part-periods (8 rows of 2 periods and 600 bytes): the rows then go in blocks
+    // that fit, and such a last strip's part-periods in a strip of their own.
+    const std::int64_t block_rows =
+        rows.stream ? std::clamp<std::int64_t>(strip_bytes / period_dst, 1, rows.count) : rows.count;
+    for (std::int64_t first = 0; first < rows.count; first += block_rows) {
+      gather_rows block = rows;
+      block.count = std::min(block_rows, rows.count - first);
+      const std::byte* from = src + first * rows.src_stride;
+      std::byte* to = dst + first * rows.dst_stride;
+      const std::int64_t per_strip = std::max<std::int64_t>(1, strip_bytes / (period_dst * block.count));
+      std::int64_t p = 0;
+      do {
+        const std::int64_t end = std::min(whole, p + per_strip);
+        const std::int64_t strip_tail = end == whole ? tail : 0;
+        const bool tail_apart =
+            rows.stream && end > p && block.count * ((end - p) * period_dst + strip_tail) > strip_buffer_bytes;
+        const strip part{from, to, block.count, p, end, tail_apart ? 0 : strip_tail};
+        if (rows.prefetch) {
+          prefetch_strip(program, block, part, one, src_end, per_strip * program.period_src_bytes,
+                         per_strip * period_dst);
+        }
+        write_strip(program, block, part, one, src_end);
+        if (tail_apart) write_strip(program, block, strip{from, to, block.count, end, end, strip_tail}, one, src_end);
+        p = end;
+      } while (p < whole);
+    }
     return;
   }
   if (rows.bytes >= strip_bytes) {
