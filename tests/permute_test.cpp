@@ -2277,6 +2277,51 @@ TEST(PermutePlan, ShortDeinterleaveRowsStreamThroughLineSinksFarPastTheCache) {
   expect_matches_naive_on_and_off_a_line(two_byte, plan, 2, rng);
 }
 
+// On a Zen 5, 3- and 4-way de-interleaves stream their short rows through line sinks from 12 MiB
+// on too (sinks_short_rows_into_cache_sized_outputs), on more than one thread only from 16 MiB:
+// s2d channels-first K = 3 b3 of 2-byte elements, [1, 1, 3D, 3H, 3W] -> [1, 27, D, H, W] with rows
+// of 136 bytes (17 MB, every thread count), and b4 of 4-byte elements with rows of 160 bytes
+// (16.4 MB, 16 MiB less 400 KB: one thread only). 2-way ones (b2 of 2-byte elements, rows of 204
+// bytes, 17 MB) and other cores keep ordinary stores. The two against the element loop on one
+// thread (streaming) and two (not), and into an output 16 bytes off a line.
+TEST(PermutePlan, Zen5StreamsShortThreeAndFourWayRowsIntoCacheSizedOutputs) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto space_to_depth = [](std::int64_t b, std::int64_t extent, std::int64_t bytes) {
+    return packed_transpose({extent, b, extent, b, extent, b}, {1, 3, 5, 0, 2, 4}, bytes);
+  };
+  const auto three_way = space_to_depth(3, 68, 2);
+  const auto four_way = space_to_depth(4, 40, 4);
+  const auto two_way = space_to_depth(2, 102, 2);
+  auto plan_for = [](runtime::core_kind cores, const std::vector<permute_axis>& axes, std::size_t width) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    return plan_permute(axes, width);
+  };
+  for (const runtime::core_kind cores : every_core_kind) {
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    const permute_plan three = plan_for(cores, three_way, 2);
+    const permute_plan four = plan_for(cores, four_way, 4);
+    const permute_plan two = plan_for(cores, two_way, 2);
+    for (const permute_plan* plan : {&three, &four, &two}) {
+      ASSERT_TRUE(plan->shuffle && !plan->shuffle->interleave && plan->shuffle->segment_copy.copy == nullptr)
+          << describe(*plan);
+      EXPECT_TRUE(plan->streams) << describe(*plan);
+    }
+    EXPECT_EQ(three.shuffle->offsets.size(), 3U);
+    EXPECT_EQ(four.shuffle->offsets.size(), 4U);
+    EXPECT_EQ(three.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(three);
+    EXPECT_EQ(four.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(four);
+    EXPECT_FALSE(two.shuffle->repeat.streaming) << static_cast<int>(cores) << " " << describe(two);
+    EXPECT_FALSE(three.shuffle->streams_on_one_thread_only);
+    EXPECT_EQ(four.shuffle->streams_on_one_thread_only, zen5);
+  }
+  const permute_plan three = plan_for(runtime::core_kind::amd_zen5, three_way, 2);
+  const permute_plan four = plan_for(runtime::core_kind::amd_zen5, four_way, 4);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  std::mt19937_64 rng(89);
+  expect_matches_naive_on_and_off_a_line(three_way, three, 2, rng);
+  expect_matches_naive_on_and_off_a_line(four_way, four, 4, rng);
+}
+
 // Far past the cache, 8-way de-interleaves that would stage walk the source in order instead, each
 // of their 64 rows per call through a line sink (far_sunk_row_blocks_repeat): s2d channels-first
 // K = 3 DCR b8 of bytes, [1, 1, 8D, 8H, 8W] -> [1, 512, D, H, W] with rows of 81 bytes (259 MiB).

@@ -812,6 +812,7 @@ bool streams_staged_segments(const permute_plan& plan, const shuffle_tile& tile,
 // source and destination swapped. The order in which the other axes are walked does not change
 // the result, so they become the outer axes as they are.
 bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below, with rows_fit_line_sinks
+bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan);   // below, with rows_fit_line_sinks
 bool streams_short_staged_rows(const permute_plan& plan);              // below, with run_staged_plan
 bool stages_far_stretch(const permute_plan& plan);                     // below, with run_staged_plan
 
@@ -1015,7 +1016,10 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->interleave = best->interleave;
   plan.shuffle->level = kernel.level;
   plan.shuffle->transposes = kernel.transposes;
-  if (streams_short_rows_through_line_sinks(plan)) plan.shuffle->repeat.streaming = true;
+  if (streams_short_rows_through_line_sinks(plan)) {
+    plan.shuffle->repeat.streaming = true;
+    plan.shuffle->streams_on_one_thread_only = streams_sunk_rows_on_one_thread_only(plan);
+  }
   plan.shuffle->streams_short_staged_rows = streams_short_staged_rows(plan);
   plan.shuffle->stages_far_stretch = stages_far_stretch(plan);
   plan.shuffle->destination_group_part = destination_group_part(plan);
@@ -2032,6 +2036,28 @@ bool rows_fit_line_sinks(const permute_plan& plan) {
           (tile.repeat.outer.dst_stride == row && ways * tile.repeat.inner.extent <= tile.repeat.most_sunk_rows));
 }
 
+// The short de-interleave rows that streams_short_rows_through_line_sinks (below) streams far past
+// the cache: on a Zen 5 those of 3- and 4-way de-interleaves stream from streaming_output_bytes on,
+// where the output could still stay in its 32 MiB L3. There, with ordinary stores, one thread's
+// rows ran at 0.3-0.7 of memcpy (s2d channels-first K = 3 b3 / b4 and NCHW b3 / b4, rows of
+// 100-840 bytes off lines). Family 1Ah model 2 (2 vCPUs), the s2d grid cells this changes at each
+// size, the two plans in alternate processes of regrid bench, twice, op throughput, geometric mean,
+// one / two threads, 3-way / 4-way: 12 MiB 1.53x / 0.92x and 1.34x / 0.84x (21 / 8 cells), 16 MiB
+// 1.79x / 1.33x and 1.39x / 0.99x (25 / 16), 24 MiB 1.75x / 1.44x and 1.49x / 1.31x (35 / 16),
+// 32 MiB 1.58x / 1.30x and 1.29x / 1.14x (30 / 10), 48 MiB 1.48x / 1.53x and 1.33x / 1.49x (26 /
+// 18); on one thread none slower. On two threads below 16 MiB, where the output written with
+// ordinary stores stays in the L3 from call to call, streaming lost: there a call on more than one
+// thread keeps ordinary stores (streams_sunk_rows_on_one_thread_only). The binaries before and
+// after, the 41 cells of the 16 MiB grid, alternate processes, twice: 1.65x on one thread (1.22-2.20x;
+// mean ratio to memcpy 0.48 -> 0.85), 1.27x on two for the 26 of 16 MiB or more (3 under 0.95x),
+// the other 15 as before. 2- and 8-way ones went both ways: 0.95-1.22x and 0.80-1.34x on one
+// thread, 0.53-1.42x and 0.71-1.41x on two (8-way ones at 32-48 MiB down to 0.48x).
+constexpr std::int64_t min_multithread_sunk_output_bytes = std::int64_t{16} << 20;
+bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
+  const auto ways = static_cast<std::int64_t>(plan.shuffle->offsets.size());
+  return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && (ways == 3 || ways == 4);
+}
+
 // Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
 // by one (under streamed_deinterleave_run_bytes) and start off cache lines stream them all the
 // same where the rows continue one another along the call's repeat, each way (and inner position)
@@ -2055,8 +2081,14 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
   return !tile.interleave && !tile.repeat.streaming && !tile.transposes && !tile.repeat.assembled &&
          tile.segment_copy.copy == nullptr && tile.level >= isa::avx512 && plan.width <= max_sunk_lane_bytes &&
-         output_streams(plan) && far_past_the_cache(plan) && way_row_bytes(plan) >= min_sunk_deinterleave_row_bytes &&
-         rows_fit_line_sinks(plan);
+         output_streams(plan) && (far_past_the_cache(plan) || sinks_short_rows_into_cache_sized_outputs(plan)) &&
+         way_row_bytes(plan) >= min_sunk_deinterleave_row_bytes && rows_fit_line_sinks(plan);
+}
+
+// Where streams_short_rows_through_line_sinks streams rows into an output under
+// min_multithread_sunk_output_bytes: on one thread only (shuffle_tile::streams_on_one_thread_only).
+bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan) {
+  return !far_past_the_cache(plan) && plan.total_bytes < min_multithread_sunk_output_bytes;
 }
 
 // Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
@@ -3191,13 +3223,14 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const bool off_lines = tile.repeat.streaming && !tile.interleave &&
                            reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 &&
                            way_row_bytes(plan) < streamed_unaligned_deinterleave_run_bytes && !rows_sunk;
+    const bool on_threads_without_streaming = tile.streams_on_one_thread_only && split.threads > 1;
     split_items(outer_count * items_per_outer, split, [&](std::int64_t begin, std::int64_t end) {
       for_each_item(plan.outer, items_per_outer, begin, end,
                     [&](std::int64_t src_offset, std::int64_t dst_offset, std::int64_t item) {
                       const std::int64_t first = run_items == 1 ? 0 : (item % run_items) * chunk;
                       const std::int64_t first_split = (run_items == 1 ? item : item / run_items) * per_item;
                       shuffle_repeat repeat = tile.repeat;
-                      if (off_lines) repeat.streaming = false;
+                      if (off_lines || on_threads_without_streaming) repeat.streaming = false;
                       repeat.readable_end = src_end;
                       permute_axis& part = two_levels ? repeat.outer : repeat.inner;
                       part.extent = std::min(per_item, split_axis.extent - first_split);

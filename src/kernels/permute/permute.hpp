@@ -274,6 +274,11 @@ struct shuffle_tile {
   /// batch holds every position of repeat.inner; each position's part of the stretch is then
   /// streamed on its own. Taken only into outputs that start on a cache line. 0: the whole group.
   std::int64_t destination_group_part = 0;
+  /// Set (a Zen 5's de-interleaves whose short rows stream through line sinks into outputs under
+  /// 16 MiB; see sinks_short_rows_into_cache_sized_outputs in permute.cpp) where only a call on one
+  /// thread streams: on more threads the rows go out with ordinary stores, and the output stays in
+  /// the last-level cache.
+  bool streams_on_one_thread_only = false;
   shuffle_split split;  ///< set by plan_permute; run_permute uses it for unstaged plans
   /// Bytes from the source's first byte to one past its last (0: strides run backwards, unknown):
   /// everything in between belongs to the caller's source buffer, so kernels may read it.
