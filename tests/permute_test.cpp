@@ -4264,5 +4264,39 @@ TEST_F(PermuteGatherAvx2, ChosenWhereItBeatsTheOtherKernels) {
   EXPECT_FALSE(plan_permute(rgb, 1).gather) << describe(plan_permute(rgb, 1));
 }
 
+// Random permutations of random shapes of 4 KiB to 3 MiB (3-6 axes of up to 48), gathered wherever
+// possible, as planned and as an output well past the cache would run them (expect_gather_matches:
+// strips built in the L1 buffer and streamed out), source on and off its lines, one and two
+// threads. Shapes this large give strips of many rows and long periods, which the small shapes of
+// RandomPermutationsMatchNaiveCopy never reach: before 429ee50 the first 100 of these overflowed
+// the streamed strips' buffer.
+TEST_P(GatherAtIsa, LargeRandomPermutationsMatchNaiveCopy) {
+  force_gather_for_testing(gather_forcing::any);
+  std::mt19937_64 rng(97);
+  int gathers = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto rank = static_cast<std::size_t>(3 + rng() % 4);
+    const std::int64_t width = std::int64_t{1} << (rng() % 4);
+    std::vector<std::int64_t> shape(rank);
+    std::int64_t count = 1;
+    for (auto& extent : shape) {
+      extent = static_cast<std::int64_t>(1 + rng() % 48);
+      count *= extent;
+    }
+    if (count * width > (std::int64_t{3} << 20) || count * width < 4096) continue;
+    std::vector<int> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const auto axes = packed_transpose(shape, perm, width);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    if (!plan.gather) continue;
+    ++gathers;
+    const std::size_t gap = rng() % 2 == 0 ? 0 : 16;  // 16: the source off its lines
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, count * width, rng, gap))
+        << describe(plan) << " trial " << trial;
+  }
+  EXPECT_GT(gathers, 50);
+}
+
 }  // namespace
 }  // namespace regrid::kernels
