@@ -2282,10 +2282,12 @@ TEST(PermutePlan, ShortDeinterleaveRowsStreamThroughLineSinksFarPastTheCache) {
 // on too (sinks_short_rows_into_cache_sized_outputs), on more than one thread only from 16 MiB:
 // s2d channels-first K = 3 b3 of 2-byte elements, [1, 1, 3D, 3H, 3W] -> [1, 27, D, H, W] with rows
 // of 136 bytes (17 MB, every thread count), and b4 of 4-byte elements with rows of 160 bytes
-// (16.4 MB, 16 MiB less 400 KB: one thread only). 2-way ones (b2 of 2-byte elements, rows of 204
-// bytes, 17 MB) and other cores keep ordinary stores. The two against the element loop on one
-// thread (streaming) and two (not), and into an output 16 bytes off a line.
-TEST(PermutePlan, Zen5StreamsShortThreeAndFourWayRowsIntoCacheSizedOutputs) {
+// (16.4 MB, 16 MiB less 400 KB: one thread only). 2-way ones from 16 MiB on, on more than one
+// thread only from 32 MiB: b2 of 2-byte elements with rows of 204 bytes (17 MB, one thread only)
+// and 260 bytes (35 MB, every thread count); with rows of 188 bytes (13.3 MB) they keep ordinary
+// stores, as other cores do. Those of 17 MB against the element loop on one thread (streaming) and
+// two (not), and into an output 16 bytes off a line.
+TEST(PermutePlan, Zen5StreamsShortDeinterleaveRowsIntoCacheSizedOutputs) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto space_to_depth = [](std::int64_t b, std::int64_t extent, std::int64_t bytes) {
     return packed_transpose({extent, b, extent, b, extent, b}, {1, 3, 5, 0, 2, 4}, bytes);
@@ -2293,6 +2295,8 @@ TEST(PermutePlan, Zen5StreamsShortThreeAndFourWayRowsIntoCacheSizedOutputs) {
   const auto three_way = space_to_depth(3, 68, 2);
   const auto four_way = space_to_depth(4, 40, 4);
   const auto two_way = space_to_depth(2, 102, 2);
+  const auto small_two_way = space_to_depth(2, 94, 2);
+  const auto large_two_way = space_to_depth(2, 130, 2);
   auto plan_for = [](runtime::core_kind cores, const std::vector<permute_axis>& axes, std::size_t width) {
     runtime::plan_for_core_kind_for_testing(cores);
     return plan_permute(axes, width);
@@ -2302,25 +2306,34 @@ TEST(PermutePlan, Zen5StreamsShortThreeAndFourWayRowsIntoCacheSizedOutputs) {
     const permute_plan three = plan_for(cores, three_way, 2);
     const permute_plan four = plan_for(cores, four_way, 4);
     const permute_plan two = plan_for(cores, two_way, 2);
-    for (const permute_plan* plan : {&three, &four, &two}) {
+    const permute_plan small_two = plan_for(cores, small_two_way, 2);
+    const permute_plan large_two = plan_for(cores, large_two_way, 2);
+    for (const permute_plan* plan : {&three, &four, &two, &small_two, &large_two}) {
       ASSERT_TRUE(plan->shuffle && !plan->shuffle->interleave && plan->shuffle->segment_copy.copy == nullptr)
           << describe(*plan);
       EXPECT_TRUE(plan->streams) << describe(*plan);
     }
     EXPECT_EQ(three.shuffle->offsets.size(), 3U);
     EXPECT_EQ(four.shuffle->offsets.size(), 4U);
+    EXPECT_EQ(two.shuffle->offsets.size(), 2U);
     EXPECT_EQ(three.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(three);
     EXPECT_EQ(four.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(four);
-    EXPECT_FALSE(two.shuffle->repeat.streaming) << static_cast<int>(cores) << " " << describe(two);
+    EXPECT_EQ(two.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(two);
+    EXPECT_EQ(large_two.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(large_two);
+    EXPECT_FALSE(small_two.shuffle->repeat.streaming) << static_cast<int>(cores) << " " << describe(small_two);
     EXPECT_FALSE(three.shuffle->streams_on_one_thread_only);
     EXPECT_EQ(four.shuffle->streams_on_one_thread_only, zen5);
+    EXPECT_EQ(two.shuffle->streams_on_one_thread_only, zen5);
+    EXPECT_FALSE(large_two.shuffle->streams_on_one_thread_only);
   }
   const permute_plan three = plan_for(runtime::core_kind::amd_zen5, three_way, 2);
   const permute_plan four = plan_for(runtime::core_kind::amd_zen5, four_way, 4);
+  const permute_plan two = plan_for(runtime::core_kind::amd_zen5, two_way, 2);
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   std::mt19937_64 rng(89);
   expect_matches_naive_on_and_off_a_line(three_way, three, 2, rng);
   expect_matches_naive_on_and_off_a_line(four_way, four, 4, rng);
+  expect_matches_naive_on_and_off_a_line(two_way, two, 2, rng);
 }
 
 // Far past the cache, 8-way de-interleaves that would stage walk the source in order instead, each

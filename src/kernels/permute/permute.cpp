@@ -2050,12 +2050,25 @@ bool rows_fit_line_sinks(const permute_plan& plan) {
 // thread keeps ordinary stores (streams_sunk_rows_on_one_thread_only). The binaries before and
 // after, the 41 cells of the 16 MiB grid, alternate processes, twice: 1.65x on one thread (1.22-2.20x;
 // mean ratio to memcpy 0.48 -> 0.85), 1.27x on two for the 26 of 16 MiB or more (3 under 0.95x),
-// the other 15 as before. 2- and 8-way ones went both ways: 0.95-1.22x and 0.80-1.34x on one
-// thread, 0.53-1.42x and 0.71-1.41x on two (8-way ones at 32-48 MiB down to 0.48x).
+// the other 15 as before. 8-way ones went both ways: 0.80-1.34x on one thread, 0.71-1.41x on two
+// (down to 0.48x at 32-48 MiB). So did 2-way ones, 0.95-1.22x and 0.53-1.42x, which the rule
+// below takes where they won.
 constexpr std::int64_t min_multithread_sunk_output_bytes = std::int64_t{16} << 20;
+// 2-way ones stream from 16 MiB on, on more than one thread from 32 MiB on. Same machine, the s2d
+// cells of 16-32 MiB this changes (s2d channels-first K = 3 b2 of C1-C16, NCHW b2 C64 of 8-byte
+// elements; rows of 102-728 bytes off lines), the two plans in alternate processes of regrid bench,
+// twice, op throughput, geometric mean, one / two threads: 16 MiB 1.22x / - (10 cells, each
+// 1.10-1.40x; mean ratio to memcpy 0.68 -> 0.93), 20 MiB 1.23x / 0.66x (16), 24 MiB 1.15x / 0.88x
+// (19), 32 MiB 1.10x / 1.08x (16; one 0.90x on one thread, none under 1.00x on two); 48 MiB 1.08x
+// / 1.42x in the A/B above; at 12 MiB that A/B had them 0.95x on one thread. The binaries before
+// and after, the 10 cells of the 16 MiB grid, twice: 1.32x on one thread (1.22-1.52x; mean ratio
+// 0.71 -> 0.97), 1.03x on two, where the plan is as before.
+constexpr std::int64_t min_two_way_sunk_output_bytes = std::int64_t{16} << 20;
+constexpr std::int64_t min_multithread_two_way_sunk_output_bytes = std::int64_t{32} << 20;
 bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
   const auto ways = static_cast<std::int64_t>(plan.shuffle->offsets.size());
-  return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && (ways == 3 || ways == 4);
+  return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
+         (ways == 3 || ways == 4 || (ways == 2 && plan.total_bytes >= min_two_way_sunk_output_bytes));
 }
 
 // Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
@@ -2086,9 +2099,12 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
 }
 
 // Where streams_short_rows_through_line_sinks streams rows into an output under
-// min_multithread_sunk_output_bytes: on one thread only (shuffle_tile::streams_on_one_thread_only).
+// min_multithread_sunk_output_bytes (2-way ones: min_multithread_two_way_sunk_output_bytes): on
+// one thread only (shuffle_tile::streams_on_one_thread_only).
 bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan) {
-  return !far_past_the_cache(plan) && plan.total_bytes < min_multithread_sunk_output_bytes;
+  const bool two_ways = plan.shuffle->offsets.size() == 2;
+  return !far_past_the_cache(plan) &&
+         plan.total_bytes < (two_ways ? min_multithread_two_way_sunk_output_bytes : min_multithread_sunk_output_bytes);
 }
 
 // Gathers build each chunk of a strip at all of its periods in turn, an order the hardware
