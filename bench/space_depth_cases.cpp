@@ -69,7 +69,13 @@ space_depth_plan space_depth_case::plan() const {
                   : space_depth_plan::depth_to_space(type, input_shape, options_of(*this));
 }
 
-std::string space_depth_case::kernel() const { return plan().kernel(); }
+std::string space_depth_case::kernel(int threads) const {
+  const int saved = num_threads();
+  set_num_threads(threads);
+  std::string kind = plan().kernel();
+  set_num_threads(saved);
+  return kind;
+}
 
 std::string space_depth_case::name() const {
   return std::string(to_depth ? "s2d" : "d2s") + "/" + variant.name + "/" + std::string(to_string(mode)) + "/x" +

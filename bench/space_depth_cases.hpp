@@ -30,8 +30,8 @@ struct space_depth_case {
   [[nodiscard]] std::string group() const;  // layout x width, for the summary
   /// The case planned under the active ISA cap, as the one-shot calls would plan it.
   [[nodiscard]] space_depth_plan plan() const;
-  /// The kind of plan it runs under the active ISA cap (space_depth_plan::kernel()).
-  [[nodiscard]] std::string kernel() const;
+  /// The kind of plan it runs under the active ISA cap on `threads` threads (space_depth_plan::kernel()).
+  [[nodiscard]] std::string kernel(int threads) const;
 };
 
 struct grid_options {

@@ -119,7 +119,9 @@ class space_depth_plan {
   /// The kind of plan, as benchmark reports group cells: the kernel's name (describe()'s last
   /// word), with "+staged" where a shuffle goes through a scratch tile and "+segmented" where it
   /// runs segment by segment, e.g. "deinterleave4_x32_avx512+staged" or "copy_runs_avx2". Names
-  /// follow the kernels, which change between versions; do not branch on them.
+  /// follow the kernels, which change between versions; do not branch on them. It is the plan
+  /// execute() runs with num_threads() threads: for outputs that could stay in the cache, some
+  /// CPUs run another plan when two or more threads share the work than on one thread.
   [[nodiscard]] std::string kernel() const;
 
   /// Runs on `src` / `dst` laid out as planned. Throws regrid::error (nothing written) when a

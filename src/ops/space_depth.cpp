@@ -587,7 +587,9 @@ space_depth_plan space_depth_plan::depth_to_space(dtype type, std::span<const st
 const shape_t& space_depth_plan::input_shape() const noexcept { return impl_->geometry.input_shape; }
 const shape_t& space_depth_plan::output_shape() const noexcept { return impl_->geometry.output_shape; }
 std::string space_depth_plan::describe() const { return kernels::describe(impl_->plan); }
-std::string space_depth_plan::kernel() const { return kernels::plan_kind(impl_->plan); }
+std::string space_depth_plan::kernel() const {
+  return kernels::plan_kind(kernels::plan_run_on(impl_->plan, num_threads()));
+}
 
 void space_depth_plan::execute(const void* src, void* dst) const {
   const impl& p = *impl_;

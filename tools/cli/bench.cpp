@@ -270,8 +270,8 @@ int run_bench(const bench_request& request) {
   std::map<group_key, std::vector<double>> vector_copy_ratios;
   std::vector<cell_result> cells;
   for (const auto& c : grid) {
-    const std::string kernel = c.kernel();
     for (int threads : thread_counts) {
+      const std::string kernel = c.kernel(threads);
       const int repetitions = c.bytes >= (64 << 20) ? 3 : request.repetitions;
       const bench::timing t = bench::measure(c, threads, repetitions, request.dst_offset_bytes, request.vector_copy);
       const auto gigabytes_per_second = [&](double seconds) {

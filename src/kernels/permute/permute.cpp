@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <string_view>
 
 #include "core/checked.hpp"
 #include "kernels/permute/gather.hpp"
@@ -1735,6 +1736,41 @@ bool plans_streamed_shuffle_for_the_cache(const permute_plan& plan) {
          !far_past_the_cache(plan) && runtime::planning_core_kind() == runtime::core_kind::intel;
 }
 
+// On a Zen 5, outputs that stream but could stay in its 32 MiB L3, under
+// max_cached_output_bytes_on_more_threads, also keep the plan made for the cache (ordinary stores),
+// which run_permute takes wherever two or more threads share the call (permute_plan::
+// on_more_threads), where the streamed plan is an unstaged shuffle that does not transpose blocks
+// or a run copy with streaming stores. Two threads' memcpy of such an output stays in the L3 (the
+// runs below: median 224 GB/s at 16 MiB, against 64 on one thread), and so do those plans. Family 1Ah
+// model 2 (2 vCPUs), two threads, op throughput, geometric mean:
+// - first every plan under 32 MiB made for the cache, in alternate processes of regrid bench, the
+//   16 MiB grid twice, by kind of streamed plan: direct interleaves 1.31x (464 cells), direct
+//   de-interleaves 1.14x (462), copy_runs_streaming 1.20x (124), copy_x*_streaming 1.13x (18);
+//   staged shuffles 0.79x (interleaves) and 0.92x (de-interleaves), gathers 0.96x, short-run copies
+//   0.88x, transposing 0.74x and segmented shuffles 0.65x, which keep the streamed plan; on one
+//   thread the cache plans lost (0.69x over the s2d cells at 16 MiB), as at 24 MiB on two (0.88x);
+// - then this rule, the binaries before and after in alternate processes, twice: the 699 cells of
+//   the 12 MiB grid it changes 1.69x (604 faster by over 5%, 47 slower; mean ratio to memcpy 0.49
+//   -> 0.79), the 1097 of the 16 MiB grid 1.24x (833 faster, 144 slower; 0.63 -> 0.75), the
+//   cells around them 0.98x; with the bound at 24 MiB, the 1097 of the 20 MiB grid 0.88x (634
+//   slower), so it stops short of 20 MiB.
+// Unmeasured on other cores.
+constexpr std::int64_t max_cached_output_bytes_on_more_threads = std::int64_t{18} << 20;
+bool takes_the_cache_plan_on_more_threads(const permute_plan& plan) {
+  if (runtime::planning_core_kind() != runtime::core_kind::amd_zen5 || !output_streams(plan) ||
+      plan.total_bytes >= max_cached_output_bytes_on_more_threads) {
+    return false;
+  }
+  if (plan.shuffle) {
+    const shuffle_tile& tile = *plan.shuffle;
+    return tile.segment_copy.copy == nullptr && tile.segmented == nullptr && !tile.transposes;
+  }
+  if (plan.gather) return false;
+  const std::string_view kernel = plan.kernel.name;
+  return kernel.starts_with("copy_runs_streaming") ||
+         (kernel.starts_with("copy_x") && kernel.find("_streaming") != std::string_view::npos);
+}
+
 // AVX-512 shuffles that lose to the AVX2 level's plan for the same problem on Intel's cores,
 // in the cache: interleaves of 3 ways of 2-byte lanes (unstaged) and of 8-byte lanes, 9-way ones of
 // both, 16-way ones of 1- and 2-byte lanes, and staged 4-way ones of bytes; staged 8-way
@@ -2307,6 +2343,9 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
   if (plans_streamed_shuffle_for_the_cache(plan)) {
     planning_for_the_cache = true;  // plan_permute_at_every_level resets it
     plan = plan_permute_at_every_level(axes, element_bytes);
+  } else if (takes_the_cache_plan_on_more_threads(plan)) {
+    planning_for_the_cache = true;
+    plan.on_more_threads = std::make_shared<const permute_plan>(plan_permute_at_every_level(axes, element_bytes));
   }
   return plan;
 }
@@ -3119,8 +3158,16 @@ shuffle_split shuffle_work_items(const permute_plan& plan, int max_threads) {
   return shuffle_split_of(plan, work_split_for(plan, max_threads), outer_positions(plan));
 }
 
+const permute_plan& plan_run_on(const permute_plan& plan, int max_threads) {
+  return plan.on_more_threads && work_split_for(plan, max_threads).threads > 1 ? *plan.on_more_threads : plan;
+}
+
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
+  if (plan.on_more_threads && &plan_run_on(plan, max_threads) != &plan) {
+    run_permute(*plan.on_more_threads, src, dst, max_threads);
+    return;
+  }
   const work_split split = work_split_for(plan, max_threads);
   std::int64_t outer_count = outer_positions(plan);
 
@@ -3374,6 +3421,7 @@ std::string describe(const permute_plan& plan) {
     text += "row " + axis_text(plan.row) + " col " + axis_text(plan.col);
   }
   text += " width " + std::to_string(plan.width) + " (" + kernel_name(plan) + ")";
+  if (plan.on_more_threads) text += "; on more threads: " + describe(*plan.on_more_threads);
   return text;
 }
 

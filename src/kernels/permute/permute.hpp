@@ -375,6 +375,9 @@ struct permute_plan {
   tile_kernel kernel;
   std::optional<shuffle_tile> shuffle;  ///< set: `outer` plus the shuffle's run cover every axis
   std::optional<gather_tile> gather;    ///< set: `outer`, the stream axis and the program's block cover every axis
+  /// Set: run_permute runs this plan instead wherever it shares the work between two or more
+  /// threads (the same problem planned for an output kept in the cache; see plan_permute).
+  std::shared_ptr<const permute_plan> on_more_threads;
 };
 
 /// Normalizes the problem and selects a kernel. Requires element_bytes > 0.
@@ -397,6 +400,9 @@ void force_assembled_for_testing(bool forced) noexcept;
 /// Executes a plan with up to max_threads threads. The plan must describe valid,
 /// non-overlapping memory for src and dst.
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads);
+/// The plan run_permute runs with up to max_threads threads: plan.on_more_threads where it is set
+/// and the call shares its work, else `plan`.
+const permute_plan& plan_run_on(const permute_plan& plan, int max_threads);
 /// The work items run_permute cuts an unstaged shuffle plan (plan.shuffle without segment_copy)
 /// into on up to max_threads threads: the plan's own split (shuffle_tile::split), or with the runs
 /// of a one-level repeat cut into chunks where its whole runs would not share out evenly.
