@@ -1751,9 +1751,11 @@ bool plans_streamed_shuffle_for_the_cache(const permute_plan& plan) {
 //   thread the cache plans lost (0.69x over the s2d cells at 16 MiB), as at 24 MiB on two (0.88x);
 // - then this rule, the binaries before and after in alternate processes, twice: the 699 cells of
 //   the 12 MiB grid it changes 1.69x (604 faster by over 5%, 47 slower; mean ratio to memcpy 0.49
-//   -> 0.79), the 1097 of the 16 MiB grid 1.24x (833 faster, 144 slower; 0.63 -> 0.75), the
-//   cells around them 0.98x; with the bound at 24 MiB, the 1097 of the 20 MiB grid 0.88x (634
-//   slower), so it stops short of 20 MiB.
+//   -> 0.79; the cells it leaves alone 1.01x); the 1097 of the 16 MiB grid 1.24x (833 faster, 144
+//   slower; 0.63 -> 0.75), where two-thread runs are bimodal: the new binary's two runs differed
+//   1.8x for every cell alike, and against the untouched cells of the same run the changed ones
+//   gained 1.17x and 1.33x (mean ratio 0.63 -> 0.71 and 0.80); with the bound at 24 MiB, the 1097
+//   of the 20 MiB grid 0.88x (634 slower), so it stops short of 20 MiB.
 // Unmeasured on other cores.
 constexpr std::int64_t max_cached_output_bytes_on_more_threads = std::int64_t{18} << 20;
 bool takes_the_cache_plan_on_more_threads(const permute_plan& plan) {
