@@ -3166,8 +3166,8 @@ const permute_plan& plan_run_on(const permute_plan& plan, int max_threads) {
 
 void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst, int max_threads) {
   if (plan.total_bytes == 0) return;
-  if (plan.on_more_threads && &plan_run_on(plan, max_threads) != &plan) {
-    run_permute(*plan.on_more_threads, src, dst, max_threads);
+  if (const permute_plan& shared = plan_run_on(plan, max_threads); &shared != &plan) {
+    run_permute(shared, src, dst, max_threads);
     return;
   }
   const work_split split = work_split_for(plan, max_threads);
