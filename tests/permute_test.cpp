@@ -4397,6 +4397,35 @@ std::vector<permute_axis> space_depth_axes(bool to_space, bool channels_last, bo
   return packed_transpose(shape, perm, width);
 }
 
+// A Zen 5 walks gather calls whose rows hold 2-8 KiB in groups of rows, and those of 8-16 KiB where
+// the strips stream (gather_tile::grouped_rows_bytes); other CPUs only under 2 KiB: d2s NHWC CRD b3
+// C1 of bytes, W = 341 (3 rows of 1,023 bytes a call, 1 MiB) and W = 1365 (3 of 4,095, 16 MiB).
+// The Zen 5 plans against the element loop on one and two threads and off a line.
+TEST(PermutePlan, Zen5GroupsGatherRowsOfUpTo8KiBAnd16KiBStreamed) {
+  if (detected_isa() < isa::avx512vbmi) GTEST_SKIP() << "needs AVX512-VBMI; this CPU has " << to_string(detected_isa());
+  const auto cached = space_depth_axes(true, true, false, 3, 1, {341, 341}, 1);
+  const auto streamed = space_depth_axes(true, true, false, 3, 1, {1365, 1365}, 1);
+  for (const runtime::core_kind cores : every_core_kind) {
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    for (const auto* axes : {&cached, &streamed}) {
+      const permute_plan plan = plan_for(cores, *axes, 1);
+      if (zen5) {
+        ASSERT_TRUE(plan.gather) << describe(plan);
+      }
+      const bool grouped = describe_one_thread(plan).find(" in row groups") != std::string::npos;
+      EXPECT_EQ(grouped, zen5) << static_cast<int>(cores) << " " << describe(plan);
+    }
+  }
+  const permute_plan cached_plan = plan_for(runtime::core_kind::amd_zen5, cached, 1);
+  const permute_plan streamed_plan = plan_for(runtime::core_kind::amd_zen5, streamed, 1);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  EXPECT_FALSE(cached_plan.streams) << describe(cached_plan);
+  EXPECT_TRUE(streamed_plan.streams) << describe(streamed_plan);
+  std::mt19937_64 rng(107);
+  expect_matches_naive_on_and_off_a_line(cached, cached_plan, 1, rng);
+  expect_matches_naive_on_and_off_a_line(streamed, streamed_plan, 1, rng);
+}
+
 // Random SpaceToDepth / DepthToSpace problems of 11-40 MiB, where the plans stream their output,
 // stage or sink it far past the cache: both layouts, K = 1-3, both modes, blocks 2-8, channel
 // counts on and off vector widths, every element width; planned for a random kind of core (each

@@ -30,15 +30,10 @@ constexpr std::int64_t bytes_per_work_item = 64 * 1024;
 // item that a single thread runs while the others wait.
 constexpr std::int64_t min_items_per_thread = 4;
 constexpr std::int64_t min_work_item_bytes = 4 * 1024;
-// A gather call whose rows hold fewer bytes than this also walks the innermost outer axis, as
-// groups of rows: each chunk's set-up (its steps' indices, windows and masks) then serves more
-// rows. Same-run A/B against one call per outer position, the 86 grid cells whose rows held under
-// 8 KiB: 2-8 KiB 0.6-1.5x, no better on the whole; under 2 KiB (19 cells) 1.17x at 64 KiB, 1.27x
-// at 1 MiB, 1.21x at 16 MiB (d2s NHWC CRD, 2-3 rows of 444-720 bytes: 1.3-1.45x).
-constexpr std::int64_t grouped_rows_bytes = 2 * 1024;
-// ... over an outer axis of at least this many positions: the strip nearest the source's end runs
-// its last group alone (its loads are masked), so two or three groups save next to nothing
-// (s2d channels-first CRD C16, 2 and 3 groups: 0.84-0.91x).
+// A gather call groups its rows (gather_tile::grouped_rows_bytes) over an outer axis of at least
+// this many positions: the strip nearest the source's end runs its last group alone (its loads
+// are masked), so two or three groups save next to nothing (s2d channels-first CRD C16, 2 and 3
+// groups: 0.84-0.91x).
 constexpr std::int64_t min_row_groups = 4;
 // A shuffle call moving fewer bytes than this over its run and inner repeat also walks an outer one.
 constexpr std::int64_t short_call_bytes = 4 * 1024;
@@ -2155,6 +2150,30 @@ bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan) {
 // kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
 bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
 
+// gather_tile::grouped_rows_bytes. A Zen 5 groups rows of up to 8 KiB, and of up to 16 KiB where
+// its strips stream, short of far past the cache: calls of 2-16 KiB of rows whose strips hold a
+// period and a part-period of each of 2-3 rows (d2s channels-last K = 3 CRD b2-b3 of 3-16
+// channels: 792-byte rows at 12-16 MiB, 3 rows per call) set up each chunk for 2-6 chunks. Same-run
+// A/B (bench/plan_ab, 2 KiB against this), every gather cell of the grid, one / two threads, the
+// cells it groups: 64 KiB 1.08x / 1.05x (38 cells; rows of 2-4 KiB 1.18x, 4-8 KiB 1.06x, 8-16 KiB
+// 0.98x), 1 MiB 1.06x / 1.02x (35; 8-16 KiB 0.97x, d2s NHWC CRD b2 C3 of 4-byte elements 0.92x),
+// 4 MiB 1.02x (17), 16 MiB 1.29x / 1.22x (9; d2s channels-last K = 3 CRD b3 C3 of 2-byte
+// elements 1.61x, 0.18 -> 0.30 of memcpy), 32 MiB 1.37x (9), the other gather cells 1.00x; at
+// 256 MiB (5 cells, two runs, one and two threads) 0.99-1.015x, bytes 0.88-0.95x, hence not there.
+// Other CPUs are not measured and keep the default.
+constexpr std::int64_t zen5_grouped_gather_rows_bytes = 8 * 1024;
+constexpr std::int64_t zen5_grouped_streamed_gather_rows_bytes = 16 * 1024;
+std::int64_t grouped_gather_rows_bytes_of(const permute_plan& plan) {
+  if (runtime::planning_core_kind() != runtime::core_kind::amd_zen5 || far_past_the_cache(plan)) {
+    return default_grouped_gather_rows_bytes;
+  }
+  const gather_tile& tile = *plan.gather;
+  const std::int64_t row_bytes = tile.stream.extent * tile.block_bytes;
+  return gather_streams_strips(plan, tile.program->period_dst_bytes, row_bytes)
+             ? zen5_grouped_streamed_gather_rows_bytes
+             : zen5_grouped_gather_rows_bytes;
+}
+
 // Streamed de-interleaves of 2-4 ways that are not staged prefetch their source into the L2 cache
 // on Intel's cores far past the cache, where one thread's single read stream otherwise falls
 // short of memory's speed: a loop of non-temporal 512-bit stores copying 256 MiB on an Intel
@@ -2334,6 +2353,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
   if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
+  if (plan.gather) plan.gather->grouped_rows_bytes = grouped_gather_rows_bytes_of(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
 }
@@ -2728,6 +2748,14 @@ void run_staged(const shuffle_tile& tile, std::size_t width, const std::byte* sr
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i = 0; i < inner; i += capacity) stage(o, i, 1, std::min(capacity, inner - i));
   }
+}
+
+// Whether a gather plan's calls walk the innermost outer axis too, as groups of rows
+// (gather_tile::grouped_rows_bytes).
+bool gather_groups_rows(const permute_plan& plan) {
+  const gather_tile& tile = *plan.gather;
+  const std::int64_t rows_bytes = tile.rows.extent * tile.stream.extent * tile.block_bytes;
+  return !plan.outer.empty() && rows_bytes < tile.grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
 }
 
 // A gather call's rows with their windows on source lines (gather_tile::lined_programs), `first`
@@ -3186,8 +3214,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     const bool in_place = gather_streams_in_place(plan, src, dst);
     const bool stream = gather_streams_strips(plan, period, row_bytes);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
-    const bool grouped =
-        !plan.outer.empty() && rows_bytes < grouped_rows_bytes && plan.outer.back().extent >= min_row_groups;
+    const bool grouped = gather_groups_rows(plan);
     axis_list outer = plan.outer;
     permute_axis group_axis{1, 0, 0};
     if (grouped) {
@@ -3393,7 +3420,11 @@ std::string describe(const permute_plan& plan) {
           (plan.gather->lined_programs.front()->chunk_groups.empty() ? "" : ", in groups of chunks") + ")";
     }
     if (plan.gather->prefetch_next_strip) text += " prefetching the next strip";
-    if (plan.gather->rows_share_source) text += " across rows";
+    if (gather_groups_rows(plan)) {
+      text += " in row groups";
+    } else if (plan.gather->rows_share_source) {
+      text += " across rows";
+    }
   } else if (plan.shuffle) {
     text += "] repeat " + axis_text(plan.shuffle->repeat.outer) + " " + axis_text(plan.shuffle->repeat.inner) +
             " run " + axis_text(plan.shuffle->run) + " ways " + std::to_string(plan.shuffle->offsets.size()) +

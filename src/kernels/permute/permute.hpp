@@ -338,6 +338,12 @@ using gather_fn = void (*)(const gather_program& program, const gather_rows& row
                            const std::byte* src_end);
 
 /// A periodic byte gather (see gather.hpp), chosen instead of a tile or shuffle for short runs.
+/// The default of gather_tile::grouped_rows_bytes. Same-run A/B against one call per outer
+/// position, the 86 grid cells whose rows held under 8 KiB: 2-8 KiB 0.6-1.5x, no better on the
+/// whole; under 2 KiB (19 cells) 1.17x at 64 KiB, 1.27x at 1 MiB, 1.21x at 16 MiB (d2s NHWC CRD,
+/// 2-3 rows of 444-720 bytes: 1.3-1.45x).
+inline constexpr std::int64_t default_grouped_gather_rows_bytes = 2 * 1024;
+
 struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
@@ -356,6 +362,11 @@ struct gather_tile {
   /// Each strip prefetches the next one's source lines (and its destination lines where the strip
   /// is not streamed), an order the hardware prefetchers do not follow; set far past the cache.
   bool prefetch_next_strip = false;
+  /// A call whose rows hold fewer bytes than this in all, over an innermost outer axis of several
+  /// positions, walks that axis too, as groups of rows (gather_rows::groups): each chunk's set-up
+  /// then serves more rows. plan_permute sets it per CPU (see grouped_gather_rows_bytes_of in
+  /// permute.cpp).
+  std::int64_t grouped_rows_bytes = default_grouped_gather_rows_bytes;
   /// The rows read the same source lines (the rows axis steps less than a period's source), so
   /// that calls take every row for a stretch of periods, and strips every row (gather_rows::across).
   bool rows_share_source = false;
