@@ -1198,22 +1198,6 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
 // 8- and 16-way network shuffles of runs of 16-63 bytes lose to two-step gathers too (97 cells:
 // 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
 // bytes to three-step ones (2.1x over 23 cells).
-// Whether a run-copy tile's columns are three source rows apart (s2d NHWC and channels-last
-// K = 3 DCR b3, whose tiles walk the 3 rows of a block in their innermost axis): those copies of
-// 24- and 48-byte elements, streamed into outputs the last-level cache could hold, now beat the
-// gathers of gather_beats' Zen 5 rule. AMD EPYC family 1Ah model 2 (2 vCPUs), bench/plan_ab, the
-// 10 grid cells (C1 of 8-byte elements, C4 of 2- and 4-byte, C16 of bytes; periods of 576 and
-// 1,728 bytes), gather against copy, two runs each, one / two threads: 12 MiB 1.31-1.37x /
-// 1.37-1.39x, 16 MiB 1.30-1.32x / five runs bimodal (1.38, 1.49, 1.56 and 0.78, 0.84; as memcpy
-// there), 32 MiB 1.23-1.25x / 1.06-1.15x, 48 MiB 1.16-1.19x / 1.14-1.16x. The 15 other cells
-// where the rule takes a gather (s2d tiles of 2, 4 or 8 source rows, d2s channels-last K = 3 DCR),
-// measured the same way, keep it: copies 0.94-0.97x / 1.16-1.18x at 16 MiB, 0.81x / 0.85x at
-// 32 MiB, 0.76x / 0.82x at 48 MiB (0.51-1.32x per cell).
-constexpr std::int64_t min_source_row_distance = 512;
-bool reads_three_source_rows(const permute_plan& plan) {
-  return plan.col.extent == 3 && magnitude(plan.col.src_stride) >= min_source_row_distance;
-}
-
 bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (row_bytes < min_gather_row_bytes) return false;
@@ -1259,14 +1243,12 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
   // vectors) and 36-byte ones lost to the gather at every size measured then (0.48-0.92x). A Zen 4,
   // whose gathers stream their strips from 12 MiB too, keeps the run copies: there the 25 run-copy
   // cells of the 16 MiB grid a gather would take ran 0.90x / 0.80x on one / two threads (three
-  // alternations, 0.44-1.69x per cell). Nor do the run copies whose tiles read three source rows
-  // (reads_three_source_rows) take the gather any longer.
+  // alternations, 0.44-1.69x per cell).
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
   const bool streamed_into_cache_sized_output = runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
                                                 gather_strips_stream(plan) &&
                                                 plan.total_bytes < streamed_gather_output_bytes;
-  return words_not_power_of_two && plan.width < 64 && steps <= 2 && streamed_into_cache_sized_output &&
-         !reads_three_source_rows(plan);
+  return words_not_power_of_two && plan.width < 64 && steps <= 2 && streamed_into_cache_sized_output;
 }
 
 // Whether a single-block gather of `block_bytes` blocks taking `steps` permute steps per chunk
