@@ -2160,6 +2160,9 @@ bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather 
 // 4 MiB 1.02x (17), 16 MiB 1.29x / 1.22x (9; d2s channels-last K = 3 CRD b3 C3 of 2-byte
 // elements 1.61x, 0.18 -> 0.30 of memcpy), 32 MiB 1.37x (9), the other gather cells 1.00x; at
 // 256 MiB (5 cells, two runs, one and two threads) 0.99-1.015x, bytes 0.88-0.95x, hence not there.
+// regrid bench, the rule and the default in alternate processes (a temporary switch), twice, the
+// cells whose plan it changes, one / two threads: 64 KiB 1.12x / 1.07x (19 cells, the least
+// 0.95x), 1 MiB 1.13x / 1.13x (19, the least 0.98x), 16 MiB 1.31x / 1.30x (7, 1.13-1.83x).
 // Other CPUs are not measured and keep the default.
 constexpr std::int64_t zen5_grouped_gather_rows_bytes = 8 * 1024;
 constexpr std::int64_t zen5_grouped_streamed_gather_rows_bytes = 16 * 1024;
