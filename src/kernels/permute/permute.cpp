@@ -3422,6 +3422,7 @@ std::string describe(const permute_plan& plan) {
                                             : std::string()) +
           (plan.gather->lined_programs.front()->chunk_groups.empty() ? "" : ", in groups of chunks") + ")";
     }
+    if (plan.gather->fn == gather_rows_avx512vbmi && gather_strips_stream(plan)) text += " streaming";
     if (plan.gather->prefetch_next_strip) text += " prefetching the next strip";
     if (gather_groups_rows(plan)) {
       text += " in row groups";
