@@ -337,13 +337,13 @@ inline constexpr std::int64_t streamed_gather_output_bytes = std::int64_t{64} <<
 using gather_fn = void (*)(const gather_program& program, const gather_rows& rows, const std::byte* src, std::byte* dst,
                            const std::byte* src_end);
 
-/// A periodic byte gather (see gather.hpp), chosen instead of a tile or shuffle for short runs.
 /// The default of gather_tile::grouped_rows_bytes. Same-run A/B against one call per outer
 /// position, the 86 grid cells whose rows held under 8 KiB: 2-8 KiB 0.6-1.5x, no better on the
 /// whole; under 2 KiB (19 cells) 1.17x at 64 KiB, 1.27x at 1 MiB, 1.21x at 16 MiB (d2s NHWC CRD,
 /// 2-3 rows of 444-720 bytes: 1.3-1.45x).
 inline constexpr std::int64_t default_grouped_gather_rows_bytes = 2 * 1024;
 
+/// A periodic byte gather (see gather.hpp), chosen instead of a tile or shuffle for short runs.
 struct gather_tile {
   gather_fn fn = nullptr;
   std::shared_ptr<const gather_program> program;
