@@ -184,20 +184,22 @@ int main(int argc, char** argv) {
     const regrid::space_depth_plan plan_b = c.plan();
     if (o.mode == "isa") regrid::set_max_isa(detected);
     // The kernels name the plans; "same" where the two describe alike (the A/B then measures noise).
+    const std::string described_a = plan_a.describe();
+    const std::string described_b = plan_b.describe();
     std::string kernels =
-        plan_a.describe() == plan_b.describe() ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
+        described_a == described_b ? "same " + plan_a.kernel() : plan_a.kernel() + " -> " + plan_b.kernel();
     // One plan streaming its output and the other not, where the output could stay in the
     // last-level cache: the memcpy before each run leaves the output cached, a state regrid bench's
     // calls do not start from, so this A/B favours the ordinary stores (see the top of this file).
-    if (streaming_differs(plan_a.describe(), plan_b.describe()) && c.bytes < min_uncached_output_bytes) {
+    if (streaming_differs(described_a, described_b) && c.bytes < min_uncached_output_bytes) {
       kernels += "  [streaming against ordinary stores: decide in regrid bench]";
       ++streaming_cases;
     }
     if (o.plans_only) {
       std::printf("%-40s %s\n", c.name().c_str(), kernels.c_str());
       if (o.describe) {
-        std::printf("  A: %s\n", plan_a.describe().c_str());
-        if (plan_b.describe() != plan_a.describe()) std::printf("  B: %s\n", plan_b.describe().c_str());
+        std::printf("  A: %s\n", described_a.c_str());
+        if (described_b != described_a) std::printf("  B: %s\n", described_b.c_str());
       }
       ++count;
       continue;
