@@ -2346,6 +2346,40 @@ TEST(PermutePlan, Zen5StreamsShortDeinterleaveRowsIntoCacheSizedOutputs) {
   expect_matches_naive_on_and_off_a_line(two_way, two, 2, rng);
 }
 
+// On a Zen 5 the same holds where the de-interleave walks the source in order and its rows continue
+// along an outer axis, not the call's repeat (s2d NCHW: each call one block of b source rows, whose
+// ways' rows go to b x b planes): the call takes that axis too, so that its rows can stream through
+// sinks (source_order_repeat's short_rows_sink). s2d NCHW DCR b3 C16 of 2-byte elements,
+// [16, 723, 723] -> [144, 241, 241], rows of 482 bytes off lines (16.7 MB): one thread streams
+// them, more keep ordinary stores, and other cores keep them too; far past the cache (C64 of
+// [723, 1443], rows of 962 bytes, 134 MB) the plan keeps ordinary stores. Against the element loop on one and two
+// threads, and off a line.
+TEST(PermutePlan, Zen5SinksShortSourceOrderDeinterleaveRowsIntoCacheSizedOutputs) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  const auto rows = packed_transpose({16, 241, 3, 241, 3}, {2, 4, 0, 1, 3}, 2);
+  const auto far_rows = packed_transpose({64, 241, 3, 481, 3}, {2, 4, 0, 1, 3}, 2);
+  constexpr std::int64_t row_bytes = 241 * 2;
+  for (const runtime::core_kind cores : every_core_kind) {
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    const permute_plan plan = plan_for(cores, rows, 2);
+    ASSERT_TRUE(plan.streams && plan.shuffle && !plan.shuffle->interleave &&
+                plan.shuffle->segment_copy.copy == nullptr && plan.shuffle->offsets.size() == 3U)
+        << describe(plan);
+    EXPECT_EQ(plan.shuffle->repeat.streaming, zen5) << static_cast<int>(cores) << " " << describe(plan);
+    if (zen5) {
+      EXPECT_EQ(plan.shuffle->repeat.outer.dst_stride, row_bytes) << describe(plan);
+      EXPECT_TRUE(plan.shuffle->streams_on_one_thread_only) << describe(plan);
+    }
+    const permute_plan far = plan_for(cores, far_rows, 2);
+    ASSERT_TRUE(far.shuffle && far.shuffle->offsets.size() == 3U) << describe(far);
+    EXPECT_FALSE(far.shuffle->repeat.streaming) << static_cast<int>(cores) << " " << describe(far);
+  }
+  const permute_plan plan = plan_for(runtime::core_kind::amd_zen5, rows, 2);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  std::mt19937_64 rng(131);
+  expect_matches_naive_on_and_off_a_line(rows, plan, 2, rng);
+}
+
 // On a Zen 5, outputs that stream but stay under 18 MiB keep the plan made for the cache beside
 // the streamed one (permute_plan::on_more_threads), which run_permute takes wherever two or more
 // threads share the call, where the streamed plan is a run copy with streaming stores or an

@@ -525,8 +525,11 @@ void take_sunk_row_blocks(shuffle_repeat& repeat, axis_list& rest, std::int64_t 
 // The repeat of a de-interleave whose output streams, with `rest` (the axes left after the run and
 // the ways) walked in the source's order: the nearest-strided ones inside the call (take_repeat),
 // as the direct plan takes the destination's, and the others outside it, ordered too.
+// `short_rows_sink`: the rows are too short to stream one by one but
+// streams_short_rows_through_line_sinks may stream them through line sinks once the call holds the
+// axis that continues them (sinks_short_rows_into_cache_sized_outputs).
 shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std::int64_t ways, bool transposes,
-                                   bool long_output_runs) {
+                                   bool long_output_runs, bool short_rows_sink) {
   shuffle_repeat repeat = take_source_order_repeat(rest, run_bytes, ways, long_output_runs);
   repeat.streaming = repeat.streaming && !transposes;
   // Where the next axis continues each way's rows (s2d NCHW: the next block of source rows), a
@@ -536,7 +539,20 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
   // one call per h', 1 thread, alternating: aligned 1.05-1.16x (f32 DCR median 0.82 -> 0.94 of
   // memcpy: rows of odd length start off lines there too), 16 bytes off a line 1.10-1.17x;
   // 2 threads 1.0-1.14x.
-  if (repeat.streaming) take_sunk_row_blocks(repeat, rest, run_bytes, ways, max_sunk_deinterleave_rows);
+  // Calls whose rows would stream only through sinks take it too, or they never would: their
+  // rows continue along an outer axis, which rows_fit_line_sinks does not see. On a Zen 5 (family
+  // 1Ah, model 2, 2 vCPUs) that left s2d NCHW b3 / b4 of 100-840-byte rows off lines with ordinary
+  // stores at 12-64 MiB. The s2d NCHW and NCHW_VECT_C cells this changes (b3 and b4 of C3-C64,
+  // every element width; none of b2), the two plans in alternate processes of regrid bench, three
+  // times, op throughput, geometric mean, one thread: 12 MiB 1.30x (14 cells, 1.07-1.55x), 16 MiB
+  // 1.34x (23 cells, 1.07-1.83x; s2d NCHW DCR b3 C64 of 8-byte elements 0.45-0.58 -> 0.89-1.01 of
+  // memcpy), 32 MiB 1.07x (17, 0.81-1.39x: b3 C16 of 2-byte elements 0.81-0.85x), 48 MiB 1.13x (15,
+  // 0.91-1.47x). On two threads, where the sinks stream from 16 MiB on
+  // (streams_sunk_rows_on_one_thread_only): 16 MiB 1.06x (the 10 cells of 16 MiB or more), 32 MiB
+  // 1.24x, 48 MiB 1.29x; below 16 MiB the plans on more threads are as before. Far past the cache (256 MiB) the same
+  // went both ways on one thread (0.78-1.21x over 16 cells; s2d NCHW b3 C64 of bytes 0.78x), so it stays below.
+  if (repeat.streaming || short_rows_sink)
+    take_sunk_row_blocks(repeat, rest, run_bytes, ways, max_sunk_deinterleave_rows);
   return repeat;
 }
 
@@ -811,6 +827,7 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below,
 bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan);   // below, with rows_fit_line_sinks
 bool streams_short_staged_rows(const permute_plan& plan);              // below, with run_staged_plan
 bool stages_far_stretch(const permute_plan& plan);                     // below, with run_staged_plan
+bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::int64_t ways);  // below, likewise
 
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
@@ -998,7 +1015,9 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
                             ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
                             : tile_kernel_for_isa(segment_bytes, streams_segments, far_past_the_cache(plan));
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
-    tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs);
+    const bool short_rows_sink =
+        !long_output_runs && !far_past_the_cache(plan) && sinks_short_rows_into_cache_sized_outputs(plan, ways);
+    tile.repeat = source_order_repeat(rest, run_bytes, ways, kernel.transposes, long_output_runs, short_rows_sink);
   } else if (const std::optional<shuffle_repeat> by_source =
                  source_order_interleave_repeat(best->interleave, rest, direct, direct_rest, plan, run_bytes, ways,
                                                 kernel.transposes, long_output_runs)) {
@@ -2098,10 +2117,12 @@ constexpr std::int64_t min_multithread_sunk_output_bytes = std::int64_t{16} << 2
 // 0.71 -> 0.97), 1.03x on two, where the plan is as before.
 constexpr std::int64_t min_two_way_sunk_output_bytes = std::int64_t{16} << 20;
 constexpr std::int64_t min_multithread_two_way_sunk_output_bytes = std::int64_t{32} << 20;
-bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
-  const auto ways = static_cast<std::int64_t>(plan.shuffle->offsets.size());
+bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::int64_t ways) {
   return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
          (ways == 3 || ways == 4 || (ways == 2 && plan.total_bytes >= min_two_way_sunk_output_bytes));
+}
+bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
+  return sinks_short_rows_into_cache_sized_outputs(plan, static_cast<std::int64_t>(plan.shuffle->offsets.size()));
 }
 
 // Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
