@@ -2473,7 +2473,8 @@ TEST(PermutePlan, EightWayDeinterleavesFarPastTheCacheSinkTheirRowBlocksInSource
 // streaming kernel of runs under a line, which joins such tiles only far past the cache
 // (copy_joined_runs_streaming_far); below that Intel's cores copy them with ordinary stores
 // (copies_runs_into_the_cache), as they do runs of 128 bytes (C = 64 of bytes, b = 2) but not runs
-// of 65-127 (C = 48), and a Zen 5's kernel joins no tile there (joins_source_stretches). In the
+// of 65-127 (C = 48), and a Zen 5's kernel joins no tile there (joins_source_stretches), its tile
+// walking the output pixels innermost (copies_streamed_runs_with_ordinary_stores). In the
 // cache, the ordinary copy everywhere. The AVX2 level's kernel for 160-byte runs into outputs that
 // stream (a vector loop) stays on Intel's cores.
 TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
@@ -2492,7 +2493,7 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
     const bool intel = cores == runtime::core_kind::intel;
     const bool zen5 = cores == runtime::core_kind::amd_zen5;
     const permute_plan plan = plan_permute(streamed, 2);
-    EXPECT_EQ(plan.col.extent, 3) << describe(plan);
+    EXPECT_EQ(plan.col.extent, zen5 ? 560 : 3) << describe(plan);
     EXPECT_EQ(kernel_name(plan), intel || zen5 ? "copy_runs_avx512" : "copy_joined_runs_streaming_avx512")
         << describe(plan);
     EXPECT_EQ(kernel_name(plan_permute(far, 2)),
@@ -2551,6 +2552,43 @@ TEST(PermutePlan, ShortRunsInTheCacheWriteTheOutputInOrder) {
     }
   }
   set_max_isa(isa::avx512vbmi);
+}
+
+// d2s NHWC DCR b3 C1 of 8-byte elements, [1, H, W, 9] -> [1, 3H, 3W, 1]: 24-byte runs (a block
+// row's columns), three per input pixel. Into a streamed output below 64 MiB a Zen 5 copies them
+// with ordinary stores (copies_streamed_runs_with_ordinary_stores), so its tile walks the longer
+// axis innermost, as in the cache: each column an output row's runs, written in order (H = W =
+// 483, 16.8 MB). Other cores, which stream such runs, and a Zen 5 far past the cache (H = W =
+// 966, 67 MB) keep the walk that reads the source in order (the columns a pixel's three block
+// rows). The Zen 5 plan against the element loop on one and two threads, and off a line.
+TEST(PermutePlan, Zen5WalksShortRunsOfStreamedOutputsInOutputOrder) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  auto depth_to_space = [](std::int64_t size) {
+    return packed_transpose({1, size, size, 3, 3, 1}, {0, 1, 3, 2, 4, 5}, 8);
+  };
+  const auto streamed = depth_to_space(483);
+  const auto far = depth_to_space(966);
+  constexpr std::int64_t run = 3 * 8;
+  for (const runtime::core_kind cores : every_core_kind) {
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    for (const auto& [axes, size] : {std::pair{&streamed, std::int64_t{483}}, std::pair{&far, std::int64_t{966}}}) {
+      const permute_plan plan = plan_for(cores, *axes, 8);
+      ASSERT_TRUE(plan.streams && !plan.shuffle && !plan.gather) << describe(plan);
+      const std::int64_t output_row = 3 * size * 8;
+      if (zen5 && size == 483) {
+        EXPECT_EQ(plan.col.extent, size) << describe(plan);
+        EXPECT_EQ(plan.col.dst_stride, run) << describe(plan);
+        EXPECT_EQ(plan.row.dst_stride, output_row) << describe(plan);
+      } else {
+        EXPECT_EQ(plan.col.extent, 3) << static_cast<int>(cores) << " " << describe(plan);
+        EXPECT_EQ(plan.col.dst_stride, output_row) << static_cast<int>(cores) << " " << describe(plan);
+      }
+    }
+  }
+  const permute_plan plan = plan_for(runtime::core_kind::amd_zen5, streamed, 8);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  std::mt19937_64 rng(137);
+  expect_matches_naive_on_and_off_a_line(streamed, plan, 8, rng);
 }
 
 // d2s channels-last K = 3 DCR b4 C3 of 2-byte elements, [1, D, H, W, 192] -> [1, 4D, 4H, 4W, 3]:

@@ -380,6 +380,25 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
 
+// Whether a streamed output's runs of `run_width` bytes (under a line) are copied with ordinary
+// stores, so that the swap of short runs of odd lengths in plan_permute_unsplit (the longer axis
+// innermost where the columns are few) applies as it does in the cache: on a Zen 5 below
+// far_past_the_cache, where joins_source_stretches leaves them unjoined. There the tiles of d2s
+// NHWC DCR b3 / b4 of 1-4 channels and s2d NHWC DCR b3 C3 (runs of 18-48 bytes) read the source in
+// order and wrote each output row in b passes. Family 1Ah model 2 (2 vCPUs), the grid's cells this
+// changes, the two plans in alternate processes of regrid bench, three times, op throughput,
+// geometric mean, one / two threads: 12 MiB 1.26x / 1.09x (5 cells), 16 MiB 1.40x / 1.19x (11;
+// 1.14-1.50x on one thread; d2s NHWC DCR b3 C1 of 8-byte elements 0.35-0.43 -> 0.51-0.61 of
+// memcpy), 24 MiB 1.17x / 1.16x (11), 32 MiB 1.12x / 1.06x (11), 48 MiB 1.12x / 1.05x (11; the
+// least 1.01x on one thread). Runs of up to 16 bytes keep the walk: of 12 bytes, where a gather
+// took the unswapped plan (lone_element_gather_beats counts the output streams the copy writes),
+// the swapped copy replaced it and lost 0.70-0.94x (d2s NHWC b3 C1 of 4-byte elements, DCR b3 C4 of
+// bytes).
+constexpr std::int64_t max_gathered_run_bytes = 16;
+bool copies_streamed_runs_with_ordinary_stores(const permute_plan& plan, std::int64_t run_width) {
+  return run_width > max_gathered_run_bytes && !joins_source_stretches() && !far_past_the_cache(plan);
+}
+
 // Where run copies write an output that streams with ordinary stores: on Intel's cores, below
 // far_past_the_cache, but for runs of 65-127 bytes. There the output stays in the last-level cache,
 // where streaming stores send it to memory. On an Intel Xeon with AMX (2 vCPUs):
@@ -2483,8 +2502,11 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   // copies. Same-binary-pair A/B on a Zen 3 without AVX-512 over the 36 grid cells this swaps (all
   // in the cache), four alternations, 1 / 2 threads: 1.17x / 1.19x at 64 KiB, 1.11x / 1.05x at
   // 1 MiB. Where the output streams the order decides the memory traffic, and swapping lost
-  // (0.62-0.72x at 16 MiB), as it did for 16-byte runs (now shuffles) in the cache.
-  if (run_width < 64 && run_width != 16 && run_width != 32 && !output_streams(plan) && plan.col.extent < 8 &&
+  // (0.62-0.72x at 16 MiB), as it did for 16-byte runs (now shuffles) in the cache; but not where
+  // the streamed output's runs are copied with ordinary stores all the same (see
+  // copies_streamed_runs_with_ordinary_stores).
+  if (run_width < 64 && run_width != 16 && run_width != 32 &&
+      (!output_streams(plan) || copies_streamed_runs_with_ordinary_stores(plan, run_width)) && plan.col.extent < 8 &&
       plan.row.extent > 2 * plan.col.extent) {
     std::swap(plan.row, plan.col);
   }
