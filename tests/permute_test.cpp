@@ -3983,7 +3983,8 @@ TEST_P(GatherAtIsa, LargeOutputsPrefetchEveryLineTheyRead) {
                               41);  // d2s [1040, 1041, 12] -> [2080, 2082, 3]
 }
 
-// Gathers prefetch each next strip from 64 MiB on (gathers_prefetch_next_strip), not at 16 MiB,
+// Gathers prefetch each next strip from 64 MiB on (gathers_prefetch_next_strip; by the common
+// rules: see Zen5GathersOfLongPeriodsPrefetchTheNextStripFrom14MiB), not at 16 MiB,
 // where the source stays in the cache and the prefetches cost (planned only: nothing allocated).
 TEST_P(GatherAtIsa, PrefetchTheNextStripOnlyFarPastTheCache) {
   for (std::int64_t height : {1040, 4160}) {  // d2s [height, 2082, 12] -> [2 * height, 4164, 3]
@@ -4496,6 +4497,36 @@ TEST(PermutePlan, Zen5GroupsGatherRowsOfUpTo8KiBAnd16KiBStreamed) {
   std::mt19937_64 rng(107);
   expect_matches_naive_on_and_off_a_line(cached, cached_plan, 1, rng);
   expect_matches_naive_on_and_off_a_line(streamed, streamed_plan, 1, rng);
+}
+
+// On a Zen 5 a gather whose rows are strips of their own, over a period of 8 blocks or more,
+// prefetches each next strip from 14 MiB on, not only from 64 MiB (gathers_prefetch_next_strip):
+// s2d NHWC CRD b3 C3 of 4-byte elements, 108-byte output pixels in periods of 1,728 bytes,
+// [1182, 1182, 3] -> [394, 394, 27] (16.8 MB). Not at 13.2 MB ([1050, 1050, 3]), not on other
+// cores. The Zen 5 plan against the element loop on one and two threads, and off a line.
+TEST(PermutePlan, Zen5GathersOfLongPeriodsPrefetchTheNextStripFrom14MiB) {
+  if (detected_isa() < isa::avx512vbmi) GTEST_SKIP() << "needs AVX512-VBMI; this CPU has " << to_string(detected_isa());
+  const auto prefetched = space_depth_axes(false, true, false, 3, 3, {394, 394}, 4);
+  const auto smaller = space_depth_axes(false, true, false, 3, 3, {350, 350}, 4);
+  for (const runtime::core_kind cores : every_core_kind) {
+    const bool zen5 = cores == runtime::core_kind::amd_zen5;
+    for (const auto* axes : {&prefetched, &smaller}) {
+      const permute_plan plan = plan_for(cores, *axes, 4);
+      if (!plan.gather) {
+        EXPECT_FALSE(zen5) << describe(plan);
+        continue;
+      }
+      EXPECT_TRUE(plan.streams) << describe(plan);
+      EXPECT_EQ(plan.gather->prefetch_next_strip, zen5 && axes == &prefetched)
+          << static_cast<int>(cores) << " " << describe(plan);
+    }
+  }
+  const permute_plan plan = plan_for(runtime::core_kind::amd_zen5, prefetched, 4);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
+  ASSERT_TRUE(plan.gather && plan.gather->program->period_dst_bytes >= 8 * plan.gather->block_bytes) << describe(plan);
+  EXPECT_NE(describe(plan).find("prefetching the next strip"), std::string::npos) << describe(plan);
+  std::mt19937_64 rng(139);
+  expect_matches_naive_on_and_off_a_line(prefetched, plan, 4, rng);
 }
 
 // Random SpaceToDepth / DepthToSpace problems of 11-40 MiB, where the plans stream their output,

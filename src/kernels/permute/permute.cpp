@@ -2188,7 +2188,28 @@ bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan) {
 // 64 MiB, 0.99x at 256 MiB on one and two threads. At 16 MiB, where the source stays in the cache,
 // the prefetches cost: 0.82x / 0.79x (VBMI / AVX2). Until now GCC had deleted them (see
 // kernels/prefetch.hpp), so that no earlier measurement of them measured a prefetch.
-bool gathers_prefetch_next_strip(const permute_plan& plan) { return plan.gather && far_past_the_cache(plan); }
+// On a Zen 5 (family 1Ah, model 2, 2 vCPUs, 32 MiB L3) they prefetch from 14 MiB on too, where
+// each row is one strip of its own (not grouped, not across rows), over a program whose period
+// holds 8 blocks or more (space_to_depth NHWC and channels-last K = 3 of 9-432-byte output pixels:
+// b3 of 1-16 channels, b2 of 3). The grid's cells this changes, the two plans in alternate
+// processes of regrid bench, twice, op throughput, geometric mean, one / two threads: 12 MiB 0.98x /
+// 0.98x (20 cells), 14 MiB 1.17x / 1.03x (36; the least 0.80x), 16 MiB 1.27x / 1.08x (36; the
+// least 0.94x; s2d channels-last K = 3 CRD b3 C1 of 8-byte elements 1.71x), 24 MiB 1.50x / 1.39x,
+// 32 MiB 1.45x / 1.38x, 48 MiB 1.51x / 1.43x (36 each). Prefetching every gather from 12 MiB lost
+// (0.97x / 0.94x over the 148 gather cells at 16 MiB, down to 0.58x, where a period holds one or
+// two blocks or the rows share a strip).
+constexpr std::int64_t min_zen5_strip_prefetch_output_bytes = std::int64_t{14} << 20;
+constexpr std::int64_t min_zen5_strip_prefetch_period_blocks = 8;
+bool gather_groups_rows(const permute_plan& plan);  // below, with the gather's description
+bool gathers_prefetch_next_strip(const permute_plan& plan) {
+  if (!plan.gather) return false;
+  if (far_past_the_cache(plan)) return true;
+  const gather_tile& tile = *plan.gather;
+  return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && output_streams(plan) &&
+         plan.total_bytes >= min_zen5_strip_prefetch_output_bytes && !tile.program->single_block &&
+         !tile.rows_share_source && !gather_groups_rows(plan) &&
+         tile.program->period_dst_bytes >= min_zen5_strip_prefetch_period_blocks * tile.block_bytes;
+}
 
 // gather_tile::grouped_rows_bytes. A Zen 5 groups rows of up to 8 KiB, and of up to 16 KiB where
 // its strips stream, short of far past the cache: calls of 2-16 KiB of rows whose strips hold a
@@ -2395,8 +2416,8 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
   if (plan.shuffle) plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_source_prefetch_bytes(plan);
   if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
-  if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.gather) plan.gather->grouped_rows_bytes = grouped_gather_rows_bytes_of(plan);
+  if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
 }
