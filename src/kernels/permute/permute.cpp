@@ -558,9 +558,9 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
   // one call per h', 1 thread, alternating: aligned 1.05-1.16x (f32 DCR median 0.82 -> 0.94 of
   // memcpy: rows of odd length start off lines there too), 16 bytes off a line 1.10-1.17x;
   // 2 threads 1.0-1.14x.
-  // Calls whose rows would stream only through sinks take it too, or they never would: their
-  // rows continue along an outer axis, which rows_fit_line_sinks does not see. On a Zen 5 (family
-  // 1Ah, model 2, 2 vCPUs) that left s2d NCHW b3 / b4 of 100-840-byte rows off lines with ordinary
+  // Calls whose rows would stream only through sinks take it too, or they never would: their rows
+  // continue along an outer axis, which rows_fit_line_sinks does not see. On a Zen 5 (family 1Ah,
+  // model 2, 2 vCPUs) that left s2d NCHW b3 / b4 of 100-840-byte rows off lines with ordinary
   // stores at 12-64 MiB. The s2d NCHW and NCHW_VECT_C cells this changes (b3 and b4 of C3-C64,
   // every element width; none of b2), the two plans in alternate processes of regrid bench, three
   // times, op throughput, geometric mean, one thread: 12 MiB 1.30x (14 cells, 1.07-1.55x), 16 MiB
@@ -568,8 +568,9 @@ shuffle_repeat source_order_repeat(axis_list& rest, std::int64_t run_bytes, std:
   // memcpy), 32 MiB 1.07x (17, 0.81-1.39x: b3 C16 of 2-byte elements 0.81-0.85x), 48 MiB 1.13x (15,
   // 0.91-1.47x). On two threads, where the sinks stream from 16 MiB on
   // (streams_sunk_rows_on_one_thread_only): 16 MiB 1.06x (the 10 cells of 16 MiB or more), 32 MiB
-  // 1.24x, 48 MiB 1.29x; below 16 MiB the plans on more threads are as before. Far past the cache (256 MiB) the same
-  // went both ways on one thread (0.78-1.21x over 16 cells; s2d NCHW b3 C64 of bytes 0.78x), so it stays below.
+  // 1.24x, 48 MiB 1.29x; below 16 MiB the plans on more threads are as before. Far past the cache
+  // (256 MiB) the same went both ways on one thread (0.78-1.21x over 16 cells; s2d NCHW b3 C64 of
+  // bytes 0.78x), so it stays below.
   if (repeat.streaming || short_rows_sink)
     take_sunk_row_blocks(repeat, rest, run_bytes, ways, max_sunk_deinterleave_rows);
   return repeat;
@@ -846,7 +847,9 @@ bool streams_short_rows_through_line_sinks(const permute_plan& plan);  // below,
 bool streams_sunk_rows_on_one_thread_only(const permute_plan& plan);   // below, with rows_fit_line_sinks
 bool streams_short_staged_rows(const permute_plan& plan);              // below, with run_staged_plan
 bool stages_far_stretch(const permute_plan& plan);                     // below, with run_staged_plan
-bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::int64_t ways);  // below, likewise
+// Below, with rows_fit_line_sinks: whether a Zen 5 streams a de-interleave's short rows of `ways`
+// ways through line sinks short of far past the cache.
+bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::int64_t ways);
 
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
