@@ -2143,9 +2143,6 @@ bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::in
   return runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
          (ways == 3 || ways == 4 || (ways == 2 && plan.total_bytes >= min_two_way_sunk_output_bytes));
 }
-bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
-  return sinks_short_rows_into_cache_sized_outputs(plan, static_cast<std::int64_t>(plan.shuffle->offsets.size()));
-}
 
 // Far past the cache, unstaged AVX-512 de-interleaves whose ways' rows are too short to stream one
 // by one (under streamed_deinterleave_run_bytes) and start off cache lines stream them all the
@@ -2168,9 +2165,10 @@ bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan) {
 // their far rows already.
 bool streams_short_rows_through_line_sinks(const permute_plan& plan) {
   const shuffle_tile& tile = *plan.shuffle;
+  const auto ways = static_cast<std::int64_t>(tile.offsets.size());
   return !tile.interleave && !tile.repeat.streaming && !tile.transposes && !tile.repeat.assembled &&
          tile.segment_copy.copy == nullptr && tile.level >= isa::avx512 && plan.width <= max_sunk_lane_bytes &&
-         output_streams(plan) && (far_past_the_cache(plan) || sinks_short_rows_into_cache_sized_outputs(plan)) &&
+         output_streams(plan) && (far_past_the_cache(plan) || sinks_short_rows_into_cache_sized_outputs(plan, ways)) &&
          way_row_bytes(plan) >= min_sunk_deinterleave_row_bytes && rows_fit_line_sinks(plan);
 }
 
