@@ -457,6 +457,54 @@ TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
   });
 }
 
+// 3-way de-interleaves in the cache whose rows hold one vector or more and stay under
+// realigned_run_bytes run every row in one loop and end each on a whole step that overlaps the one
+// before (b_way_short_rows_in_cache): rows of exactly one and two vectors, one element past and
+// short of them, and up to the last length under the re-cut threshold; three outer by two inner
+// repeat positions, each way's row a gap apart from the next and the outputs pre-filled, compared
+// with the element-by-element copy over the whole destination, gaps included.
+TEST(PermuteRun, ShortInCacheThreeWayDeinterleaveRowsEndOnAWholeStep) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  constexpr std::int64_t b = 3;
+  std::mt19937_64 rng(59);
+  for (std::int64_t width : {1, 2, 4, 8}) {
+    const auto w = static_cast<std::size_t>(width);
+    std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, false)};
+    if (width == 1 && detected_isa() >= isa::avx512vbmi) kernels.push_back(shuffle_kernel_avx512vbmi(w, b, false));
+    const std::int64_t lanes = 64 / width;
+    const std::int64_t longest = (realigned_deinterleave_run_bytes - 1) / width;
+    for (const shuffle_fn fn : kernels) {
+      if (fn == nullptr) continue;
+      for (std::int64_t length : {lanes, lanes + 1, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1, longest}) {
+        const std::int64_t row = length * width + width + 5;  // a gap after each way's row
+        const std::int64_t near_span = b * length * width + 2 * width;
+        const std::int64_t inner_far = b * row;
+        const std::int64_t outer_far = 2 * inner_far + 3;
+        std::vector<std::int64_t> offsets{0, row, 2 * row};
+        shuffle_repeat repeat;
+        repeat.outer = {3, 2 * near_span, outer_far};
+        repeat.inner = {2, near_span, inner_far};
+        std::vector<std::byte> src(static_cast<std::size_t>(6 * near_span));
+        for (auto& v : src) v = static_cast<std::byte>(rng());
+        std::vector<std::byte> expected(static_cast<std::size_t>(3 * outer_far), std::byte{0x5A});
+        std::vector<std::byte> actual(expected);
+        for (std::int64_t o = 0; o < 3; ++o) {
+          for (std::int64_t i = 0; i < 2; ++i) {
+            for (std::int64_t r = 0; r < length; ++r) {
+              for (std::int64_t j = 0; j < b; ++j) {
+                std::memcpy(expected.data() + o * outer_far + i * inner_far + j * row + r * width,
+                            src.data() + (2 * o + i) * near_span + (r * b + j) * width, w);
+              }
+            }
+          }
+        }
+        fn(src.data(), actual.data(), length, offsets.data(), repeat);
+        ASSERT_TRUE(actual == expected) << "w=" << width << " n=" << length;
+      }
+    }
+  }
+}
+
 // One streamed shuffle call whose destination rows continue one another along the inner repeat
 // (its destination stride is one row: the interleaved row, or each way's row of a de-interleave),
 // `rows` of them at each of two outer positions, the outputs apart by a gap, the source rows
