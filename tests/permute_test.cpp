@@ -459,22 +459,26 @@ TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
 
 // 3-way de-interleaves in the cache whose rows hold one vector or more and stay under
 // realigned_run_bytes run every row in one loop and end each on a whole step that overlaps the one
-// before (b_way_short_rows_in_cache): rows of exactly one and two vectors, one element past and
-// short of them, and up to the last length under the re-cut threshold; three outer by two inner
-// repeat positions, each way's row a gap apart from the next and the outputs pre-filled, compared
-// with the element-by-element copy over the whole destination, gaps included.
+// before (b_way_short_rows_in_cache), in the AVX2 and AVX-512 builds: rows of exactly one and two
+// vectors, one element past and short of them, and up to the last length under the re-cut
+// threshold; three outer by two inner repeat positions, each way's row a gap apart from the next
+// and the outputs pre-filled, compared with the element-by-element copy over the whole
+// destination, gaps included.
 TEST(PermuteRun, ShortInCacheThreeWayDeinterleaveRowsEndOnAWholeStep) {
-  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2; this CPU has " << to_string(detected_isa());
   constexpr std::int64_t b = 3;
   std::mt19937_64 rng(59);
   for (std::int64_t width : {1, 2, 4, 8}) {
     const auto w = static_cast<std::size_t>(width);
-    std::vector<shuffle_fn> kernels{shuffle_kernel_avx512(w, b, false)};
-    if (width == 1 && detected_isa() >= isa::avx512vbmi) kernels.push_back(shuffle_kernel_avx512vbmi(w, b, false));
-    const std::int64_t lanes = 64 / width;
+    // (kernel, its vector bytes)
+    std::vector<std::pair<shuffle_fn, std::int64_t>> kernels{{shuffle_kernel_avx2(w, b, false), 32}};
+    if (detected_isa() >= isa::avx512) kernels.emplace_back(shuffle_kernel_avx512(w, b, false), 64);
+    if (width == 1 && detected_isa() >= isa::avx512vbmi)
+      kernels.emplace_back(shuffle_kernel_avx512vbmi(w, b, false), 64);
     const std::int64_t longest = (realigned_deinterleave_run_bytes - 1) / width;
-    for (const shuffle_fn fn : kernels) {
+    for (const auto& [fn, vector_bytes] : kernels) {
       if (fn == nullptr) continue;
+      const std::int64_t lanes = vector_bytes / width;
       for (std::int64_t length : {lanes, lanes + 1, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1, longest}) {
         const std::int64_t row = length * width + width + 5;  // a gap after each way's row
         const std::int64_t near_span = b * length * width + 2 * width;
@@ -499,7 +503,7 @@ TEST(PermuteRun, ShortInCacheThreeWayDeinterleaveRowsEndOnAWholeStep) {
           }
         }
         fn(src.data(), actual.data(), length, offsets.data(), repeat);
-        ASSERT_TRUE(actual == expected) << "w=" << width << " n=" << length;
+        ASSERT_TRUE(actual == expected) << "w=" << width << " n=" << length << " vector bytes " << vector_bytes;
       }
     }
   }
