@@ -457,53 +457,67 @@ TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
   });
 }
 
-// 3-way de-interleaves in the cache whose rows hold one vector or more and stay under
-// realigned_run_bytes run every row in one loop and end each on a whole step that overlaps the one
-// before (b_way_short_rows_in_cache), in the AVX2 and AVX-512 builds: rows of exactly one and two
-// vectors, one element past and short of them, and up to the last length under the re-cut
-// threshold; three outer by two inner repeat positions, each way's row a gap apart from the next
-// and the outputs pre-filled, compared with the element-by-element copy over the whole
-// destination, gaps included.
-TEST(PermuteRun, ShortInCacheThreeWayDeinterleaveRowsEndOnAWholeStep) {
+// De-interleaves in the cache whose rows hold one vector or more and stay under a limit run every
+// row in one loop and end each on a whole step that overlaps the one before
+// (b_way_short_rows_in_cache): 3-way ones in the AVX2 and AVX-512 builds up to realigned_run_bytes,
+// and in the AVX2 build every other number of ways up to max_avx2_short_loop_row_bytes. Rows of
+// exactly one and two vectors, one element past and short of them, and the longest under the
+// limit; three outer by two inner repeat positions, each way's row a gap apart from the next and
+// the outputs pre-filled, compared with the element-by-element copy over the whole destination,
+// gaps included.
+TEST(PermuteRun, ShortInCacheDeinterleaveRowsEndOnAWholeStep) {
   if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2; this CPU has " << to_string(detected_isa());
-  constexpr std::int64_t b = 3;
   std::mt19937_64 rng(59);
-  for (std::int64_t width : {1, 2, 4, 8}) {
-    const auto w = static_cast<std::size_t>(width);
-    // (kernel, its vector bytes)
-    std::vector<std::pair<shuffle_fn, std::int64_t>> kernels{{shuffle_kernel_avx2(w, b, false), 32}};
-    if (detected_isa() >= isa::avx512) kernels.emplace_back(shuffle_kernel_avx512(w, b, false), 64);
-    if (width == 1 && detected_isa() >= isa::avx512vbmi)
-      kernels.emplace_back(shuffle_kernel_avx512vbmi(w, b, false), 64);
-    const std::int64_t longest = (realigned_deinterleave_run_bytes - 1) / width;
-    for (const auto& [fn, vector_bytes] : kernels) {
-      if (fn == nullptr) continue;
-      const std::int64_t lanes = vector_bytes / width;
-      for (std::int64_t length : {lanes, lanes + 1, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1, longest}) {
-        const std::int64_t row = length * width + width + 5;  // a gap after each way's row
-        const std::int64_t near_span = b * length * width + 2 * width;
-        const std::int64_t inner_far = b * row;
-        const std::int64_t outer_far = 2 * inner_far + 3;
-        std::vector<std::int64_t> offsets{0, row, 2 * row};
-        shuffle_repeat repeat;
-        repeat.outer = {3, 2 * near_span, outer_far};
-        repeat.inner = {2, near_span, inner_far};
-        std::vector<std::byte> src(static_cast<std::size_t>(6 * near_span));
-        for (auto& v : src) v = static_cast<std::byte>(rng());
-        std::vector<std::byte> expected(static_cast<std::size_t>(3 * outer_far), std::byte{0x5A});
-        std::vector<std::byte> actual(expected);
-        for (std::int64_t o = 0; o < 3; ++o) {
-          for (std::int64_t i = 0; i < 2; ++i) {
-            for (std::int64_t r = 0; r < length; ++r) {
-              for (std::int64_t j = 0; j < b; ++j) {
-                std::memcpy(expected.data() + o * outer_far + i * inner_far + j * row + r * width,
-                            src.data() + (2 * o + i) * near_span + (r * b + j) * width, w);
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16}) {
+    for (std::int64_t width : {1, 2, 4, 8}) {
+      const auto w = static_cast<std::size_t>(width);
+      // (kernel, its vector bytes, the longest row it loops over)
+      struct kernel_case {
+        shuffle_fn fn;
+        std::int64_t vector_bytes;
+        std::int64_t row_limit;
+      };
+      const std::int64_t avx2_limit = b == 3 ? realigned_deinterleave_run_bytes : 128;
+      std::vector<kernel_case> kernels{{shuffle_kernel_avx2(w, b, false), 32, avx2_limit}};
+      if (b == 3 && detected_isa() >= isa::avx512) {
+        kernels.push_back({shuffle_kernel_avx512(w, b, false), 64, realigned_deinterleave_run_bytes});
+        if (width == 1 && detected_isa() >= isa::avx512vbmi) {
+          kernels.push_back({shuffle_kernel_avx512vbmi(w, b, false), 64, realigned_deinterleave_run_bytes});
+        }
+      }
+      for (const kernel_case& k : kernels) {
+        if (k.fn == nullptr) continue;
+        const std::int64_t lanes = k.vector_bytes / width;
+        const std::int64_t longest = (k.row_limit - 1) / width;
+        for (std::int64_t length : {lanes, lanes + 1, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1, longest}) {
+          if (length > longest) continue;
+          const std::int64_t row = length * width + width + 5;  // a gap after each way's row
+          const std::int64_t near_span = b * length * width + 2 * width;
+          const std::int64_t inner_far = b * row;
+          const std::int64_t outer_far = 2 * inner_far + 3;
+          std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
+          for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * row;
+          shuffle_repeat repeat;
+          repeat.outer = {3, 2 * near_span, outer_far};
+          repeat.inner = {2, near_span, inner_far};
+          std::vector<std::byte> src(static_cast<std::size_t>(6 * near_span));
+          for (auto& v : src) v = static_cast<std::byte>(rng());
+          std::vector<std::byte> expected(static_cast<std::size_t>(3 * outer_far), std::byte{0x5A});
+          std::vector<std::byte> actual(expected);
+          for (std::int64_t o = 0; o < 3; ++o) {
+            for (std::int64_t i = 0; i < 2; ++i) {
+              for (std::int64_t r = 0; r < length; ++r) {
+                for (std::int64_t j = 0; j < b; ++j) {
+                  std::memcpy(expected.data() + o * outer_far + i * inner_far + j * row + r * width,
+                              src.data() + (2 * o + i) * near_span + (r * b + j) * width, w);
+                }
               }
             }
           }
+          k.fn(src.data(), actual.data(), length, offsets.data(), repeat);
+          ASSERT_TRUE(actual == expected)
+              << "b=" << b << " w=" << width << " n=" << length << " vector bytes " << k.vector_bytes;
         }
-        fn(src.data(), actual.data(), length, offsets.data(), repeat);
-        ASSERT_TRUE(actual == expected) << "w=" << width << " n=" << length << " vector bytes " << vector_bytes;
       }
     }
   }
