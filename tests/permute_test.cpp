@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -3807,6 +3808,24 @@ void expect_prefetches_cover_loads(const gather_program& program) {
   }
 }
 
+// Every window a step of `program` (for periods starting `phase` bytes past a line) loads starts
+// `phase` bytes before a line, or, in a program with windows on lines where they fit, takes bytes
+// from both sides of a line's end.
+void expect_windows_on_lines(const gather_program& program, std::int64_t phase, const std::string& context) {
+  for (const gather_step& step : program.steps) {
+    for (auto [window, loads] : {std::pair{step.window_a, step.load_a}, std::pair{step.window_b, step.load_b}}) {
+      if (loads == 0) continue;
+      const std::int64_t start = window + phase;
+      ASSERT_GE(start, 0) << context;
+      if (start % 64 == 0) continue;
+      EXPECT_TRUE(program.lines_where_they_fit) << "a window off its line: " << context;
+      const int first = std::countr_zero(loads);
+      const int last = 63 - std::countl_zero(loads);
+      EXPECT_NE((start + first) / 64, (start + last) / 64) << "a window off the line its bytes lie in: " << context;
+    }
+  }
+}
+
 // The plan against the element loop with its source starting on a cache line (where a gather runs
 // its programs on source lines) and 8 and 16 bytes past one (numpy's alignment: its first program
 // runs), ending right before an inaccessible page when its size allows; destination misaligned and
@@ -3974,12 +3993,7 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
         const std::int64_t phase = static_cast<std::int64_t>(j) * tile.rows.src_stride % 64;
         EXPECT_EQ(program.line_phase, phase) << describe(plan);
         EXPECT_LE(program.steps_per_chunk(), tile.program->steps_per_chunk() + 1.0) << describe(plan);
-        for (const gather_step& step : program.steps) {
-          EXPECT_EQ((step.window_a + phase) % 64, 0) << describe(plan);
-          if (step.load_b != 0) {
-            EXPECT_EQ((step.window_b + phase) % 64, 0) << describe(plan);
-          }
-        }
+        expect_windows_on_lines(program, phase, describe(plan));
         expect_prefetches_cover_loads(program);
       }
     }
@@ -4010,6 +4024,48 @@ TEST_F(PermuteGather, LinedProgramsMatchNaiveCopy) {
   EXPECT_GT(lined, 20);
   EXPECT_GT(phased, 5);
   EXPECT_GT(gathers, lined);
+}
+
+// Where windows on source lines would take too many steps (channels-first K = 3 space_to_depth CRD
+// b8 of bytes: a chunk takes 8 bytes from each of 8 rows, one line's end in most of them), the
+// tile's lined programs keep the plain program's windows, each moved onto its line where the bytes
+// it supplies lie in one (lines_where_they_fit): the same steps, the only windows off lines those
+// whose bytes straddle two, every loaded line prefetched, the plain programs that group kept
+// alone; each plan against the element loop (expect_matches_from_any_line_offset).
+TEST_F(PermuteGather, WindowsOnLinesWhereTheyFitMatchNaiveCopy) {
+  force_gather_for_testing(gather_forcing::any);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  std::mt19937_64 rng(37);
+  int fitted = 0;
+  for (const bool to_depth : {true, false}) {
+    for (const auto& [b, channels] : {std::pair<std::int64_t, std::int64_t>{8, 3}, {8, 4}, {4, 64}, {4, 8}}) {
+      for (std::int64_t coarse : {2, 3}) {
+        // space_to_depth: [C, D, bd, H, bh, W, bw] -> [C, bd, bh, bw, D, H, W]; depth_to_space the reverse.
+        const auto axes = to_depth
+                              ? packed_transpose({channels, coarse, b, coarse, b, coarse, b}, {0, 2, 4, 6, 1, 3, 5}, 1)
+                              : packed_transpose({channels, b, b, b, coarse, coarse, coarse}, {0, 4, 1, 5, 2, 6, 3}, 1);
+        const std::string shape = std::string(to_depth ? "s2d" : "d2s") + " b=" + std::to_string(b) +
+                                  " C=" + std::to_string(channels) + " coarse=" + std::to_string(coarse);
+        const permute_plan plan = plan_permute(axes, 1);
+        ASSERT_TRUE(plan.gather) << shape << ": " << describe(plan);
+        const gather_tile& tile = *plan.gather;
+        for (std::size_t j = 0; j < tile.lined_programs.size(); ++j) {
+          const gather_program& program = *tile.lined_programs[j];
+          if (!program.lines_where_they_fit) continue;
+          ++fitted;
+          EXPECT_TRUE(tile.program->chunk_groups.empty()) << shape << ": " << describe(plan);
+          EXPECT_EQ(program.steps.size(), tile.program->steps.size()) << shape << ": " << describe(plan);
+          const std::int64_t phase = static_cast<std::int64_t>(j) * tile.rows.src_stride % 64;
+          EXPECT_EQ(program.line_phase, phase) << shape << ": " << describe(plan);
+          expect_windows_on_lines(program, phase, shape + ": " + describe(plan));
+          expect_prefetches_cover_loads(program);
+        }
+        const std::int64_t bytes = channels * b * b * b * coarse * coarse * coarse;
+        ASSERT_NO_FATAL_FAILURE(expect_matches_from_any_line_offset(plan, axes, 1, bytes, rng)) << shape;
+      }
+    }
+  }
+  EXPECT_GE(fitted, 4);
 }
 
 // A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one and

@@ -14,14 +14,15 @@ struct program_key {
   std::int64_t stream_src_stride = 0;
   bool single_block = false;
   std::int64_t line_phase = unlined;
+  bool lines_where_they_fit = false;
   gather_layout layout = gather_layout::pairs_of_64;
   bool grouped = false;
   int most_group_windows = 0;  ///< grouped programs only
 
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
-           line_phase == other.line_phase && layout == other.layout && grouped == other.grouped &&
-           most_group_windows == other.most_group_windows &&
+           line_phase == other.line_phase && lines_where_they_fit == other.lines_where_they_fit &&
+           layout == other.layout && grouped == other.grouped && most_group_windows == other.most_group_windows &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -105,9 +106,11 @@ void add_halves_chunk(gather_program& program, const std::array<std::int64_t, 64
 // The steps of one pairs_of_64 chunk whose first `bytes` bytes come from source `offsets`: greedy
 // windows over the sorted offsets (the fewest 64-byte windows covering them, or the fewest lines),
 // taken in pairs: one two-source permute per pair. Offsets are never negative (find_gathers takes
-// no backward strides).
+// no backward strides). With lines_where_they_fit, the windows are the fewest 64-byte ones, each
+// moved back to the start of its first byte's line where its bytes all lie in that line (it then
+// covers the same bytes).
 void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>& offsets, int bytes,
-                     std::int64_t line_phase) {
+                     std::int64_t line_phase, bool lines_where_they_fit) {
   const std::array<int, 64> order = by_offset(offsets, 0, bytes);
   gather_step step;
   int windows_in_step = 0;
@@ -117,11 +120,24 @@ void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>
     step = gather_step{};
     windows_in_step = 0;
   };
-  for (int j : std::span(order).first(static_cast<std::size_t>(bytes))) {
+  auto placed = [&](int n, std::int64_t offset) {
+    if (line_phase == unlined) return offset;
+    const std::int64_t line = (offset + line_phase) / 64;
+    if (!lines_where_they_fit) return line * 64 - line_phase;
+    std::int64_t last = offset;  // the window's last byte: the sorted offsets are greedy
+    for (int m = n + 1; m < bytes; ++m) {
+      const std::int64_t next = offsets[static_cast<std::size_t>(order[static_cast<std::size_t>(m)])];
+      if (next - offset >= 64) break;
+      last = next;
+    }
+    return (last + line_phase) / 64 == line ? line * 64 - line_phase : offset;
+  };
+  for (int n = 0; n < bytes; ++n) {
+    const int j = order[static_cast<std::size_t>(n)];
     const std::int64_t offset = offsets[static_cast<std::size_t>(j)];
     if (windows_in_step == 0 || offset - window_start >= 64) {
       if (windows_in_step == 2) flush();
-      window_start = line_phase == unlined ? offset : (offset + line_phase) / 64 * 64 - line_phase;
+      window_start = placed(n, offset);
       (windows_in_step == 0 ? step.window_a : step.window_b) = window_start;
       ++windows_in_step;
     }
@@ -139,7 +155,7 @@ void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>
 // see gather_program_for.
 std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
                                             std::int64_t stream_src_stride, bool single_block, std::int64_t line_phase,
-                                            gather_layout layout) {
+                                            bool lines_where_they_fit, gather_layout layout) {
   const std::int64_t chunk = chunk_bytes_of(layout);
   std::int64_t block = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : inner) block *= axis.extent;
@@ -153,6 +169,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
   program->period_dst_bytes = period;
   program->single_block = single_block;
   program->line_phase = line_phase;
+  program->lines_where_they_fit = lines_where_they_fit && line_phase != unlined;
   program->period_src_bytes = (period / block) * stream_src_stride;
   std::array<std::int64_t, 64> offsets{};
   for (std::int64_t c = 0; c < period / chunk; ++c) {
@@ -165,7 +182,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
     if (layout == gather_layout::halves_of_16) {
       add_halves_chunk(*program, offsets, bytes);
     } else {
-      add_pairs_chunk(*program, offsets, bytes, line_phase);
+      add_pairs_chunk(*program, offsets, bytes, line_phase, program->lines_where_they_fit);
     }
     program->chunk_end.push_back(static_cast<std::uint32_t>(program->steps.size()));
   }
@@ -312,7 +329,8 @@ std::shared_ptr<const gather_program> group_chunks(const gather_program& program
 std::shared_ptr<const gather_program> cached_program(std::span<const permute_axis> inner, std::size_t width,
                                                      std::int64_t stream_src_stride, bool single_block,
                                                      std::int64_t line_phase, gather_layout layout,
-                                                     bool grouped = false, int most_group_windows = 0) {
+                                                     bool grouped = false, int most_group_windows = 0,
+                                                     bool lines_where_they_fit = false) {
   // A few programs suffice: a process usually repeats a handful of shapes. A plan may take up to 18
   // (its program and up to 8 lined ones, each also grouped).
   constexpr std::size_t capacity = 32;
@@ -324,6 +342,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   key.stream_src_stride = stream_src_stride;
   key.single_block = single_block;
   key.line_phase = line_phase;
+  key.lines_where_they_fit = lines_where_they_fit;
   key.layout = layout;
   key.grouped = grouped;
   key.most_group_windows = most_group_windows;
@@ -345,7 +364,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
     program = plain ? group_chunks(*plain, most_group_windows) : nullptr;
     if (!program) program = std::move(plain);
   } else {
-    program = build(inner, width, stream_src_stride, single_block, line_phase, layout);
+    program = build(inner, width, stream_src_stride, single_block, line_phase, lines_where_they_fit, layout);
   }
   const std::lock_guard lock(mutex);
   if (cache.size() == capacity) cache.pop_back();
@@ -357,10 +376,10 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
 
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride, std::int64_t line_phase,
-                                                         gather_layout layout) {
+                                                         gather_layout layout, bool lines_where_they_fit) {
   // Lined windows are a pairs_of_64 refinement: a 16-byte load crosses a line a quarter as often.
   if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
-  return cached_program(inner, width, stream_src_stride, false, line_phase, layout);
+  return cached_program(inner, width, stream_src_stride, false, line_phase, layout, false, 0, lines_where_they_fit);
 }
 
 std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
@@ -371,9 +390,10 @@ std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
-                                                               std::int64_t line_phase, gather_layout layout) {
+                                                               std::int64_t line_phase, gather_layout layout,
+                                                               bool lines_where_they_fit) {
   if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
-  return cached_program(inner, width, 0, true, line_phase, layout);
+  return cached_program(inner, width, 0, true, line_phase, layout, false, 0, lines_where_they_fit);
 }
 
 }  // namespace regrid::kernels

@@ -88,6 +88,7 @@ struct gather_program {
   std::int64_t period_src_bytes = 0;     ///< (period_dst_bytes / D) * S
   bool single_block = false;             ///< from gather_block_program_for
   std::int64_t line_phase = unlined;     ///< see gather_program_for
+  bool lines_where_they_fit = false;     ///< see gather_program_for
   std::int64_t reach = 0;                ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
@@ -117,11 +118,16 @@ struct gather_program {
 /// line_phase bytes before the period's source. A 64-byte load across two lines costs about as much
 /// as two (d2s NCHW CRD b2 of bytes at 64 KiB, modelled alone: 0.41 of memcpy with windows at the
 /// first byte, 0.61-0.66 on lines), which outweighs the extra steps of bytes that straddle lines.
+/// With `lines_where_they_fit` (and a line_phase), the windows are instead those of the unlined
+/// program, each moved back to the start of its first byte's line where every byte it supplies
+/// lies in that line: the same steps, and a load across two lines only where the bytes it
+/// supplies straddle them.
 inline constexpr std::int64_t max_gather_period_bytes = 2048;
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride,
                                                          std::int64_t line_phase = unlined,
-                                                         gather_layout layout = gather_layout::pairs_of_64);
+                                                         gather_layout layout = gather_layout::pairs_of_64,
+                                                         bool lines_where_they_fit = false);
 
 /// The program for one block of `inner` axes, when no stream continues it within that period (a
 /// row of 1023 bytes, a channel of 9 x 9 x 9): its period is the block rounded up to whole chunks,
@@ -130,7 +136,8 @@ std::shared_ptr<const gather_program> gather_program_for(std::span<const permute
 /// blocks' rows may lie anywhere. Null if the rounded block exceeds max_gather_period_bytes.
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                std::int64_t line_phase = unlined,
-                                                               gather_layout layout = gather_layout::pairs_of_64);
+                                                               gather_layout layout = gather_layout::pairs_of_64,
+                                                               bool lines_where_they_fit = false);
 
 /// gather_program_for's pairs_of_64 program with its chunks in groups that share their windows
 /// (gather_program::chunk_groups) where that saves loads, else the plain program (null where that

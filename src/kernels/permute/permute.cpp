@@ -1357,6 +1357,16 @@ constexpr double max_line_phase_step_growth = 1.3;
 // it took 1.35x the steps or more (0.78-0.93x at 64 KiB). With the limits: 18 cells at 64 KiB 1.07x,
 // 19 at 1 MiB 1.12x; the 15 at 16 MiB 0.98x (0.74-1.21x; each offset's rows walked apart), which
 // keep the plain program.
+// Where a phase's lined program takes too many steps, that phase takes the program with windows on
+// lines where they fit (gather_program_for's lines_where_they_fit): the plain program's steps, each
+// window moved onto its line where the bytes it supplies lie in one, so that only windows whose
+// bytes straddle two lines load across them. Zen 5, the 8 grid cells this changes (none at 16 MiB),
+// planned both ways in one process (bench/plan_ab, 21 samples, both orders): s2d channels-first
+// K = 3 CRD b8 C3 / C4 of bytes at 64 KiB 1.30x / 1.29x (0.10 -> 0.13 of memcpy), b8 C64 at 1 MiB
+// 1.24x, b4 C64 of bytes 1.13x (d2s 1.09x), d2s NHWC DCR b2 / b4 C3 1.00-1.06x. Choosing between the
+// two by modelled load and permute time where both are within the limits went both ways (0.92-1.13x
+// over 8 more cells) and is not done. Such programs do not group (group_chunks covers its windows
+// by lines); where the plain program groups, the tile keeps it alone.
 void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_list& normalized, std::size_t block_axes,
                         std::size_t width, bool output_streams) {
   auto on_lines = [](const permute_axis& axis) { return axis.extent == 1 || axis.src_stride % 64 == 0; };
@@ -1369,12 +1379,16 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   const double steps = tile.program->steps_per_chunk();
   const double most_steps = cycle > 1 ? std::min(steps + 1.0, steps * max_line_phase_step_growth) : steps + 1.0;
   const std::span<const permute_axis> inner = std::span(normalized).last(block_axes);
+  auto program_at = [&](std::int64_t phase, bool fitted) {
+    return tile.program->single_block
+               ? gather_block_program_for(inner, width, phase, gather_layout::pairs_of_64, fitted)
+               : gather_program_for(inner, width, tile.stream.src_stride, phase, gather_layout::pairs_of_64, fitted);
+  };
   std::vector<std::shared_ptr<const gather_program>> programs;
   for (std::int64_t j = 0; j < std::min(cycle, tile.rows.extent); ++j) {
     const std::int64_t phase = j * row_offset % 64;
-    std::shared_ptr<const gather_program> lined = tile.program->single_block
-                                                      ? gather_block_program_for(inner, width, phase)
-                                                      : gather_program_for(inner, width, tile.stream.src_stride, phase);
+    std::shared_ptr<const gather_program> lined = program_at(phase, false);
+    if (!lined || lined->steps_per_chunk() > most_steps) lined = program_at(phase, true);
     if (!lined || lined->steps_per_chunk() > most_steps) return;
     programs.push_back(std::move(lined));
   }
@@ -1640,7 +1654,16 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     const std::span<const permute_axis> inner = std::span(normalized).last(found->block_axes);
     const int most_windows = most_group_windows(plan, tile);
     tile.program = grouped_gather_program_for(inner, width, tile.stream.src_stride, unlined, most_windows);
+    // Programs with windows on lines where they fit do not group (their windows are not lines),
+    // and where the plain program groups, it runs instead: it loads fewer windows.
+    const bool fitted =
+        std::ranges::any_of(tile.lined_programs, [](const auto& lined) { return lined->lines_where_they_fit; });
+    if (fitted && !tile.program->chunk_groups.empty()) {
+      tile.lined_programs.clear();
+      tile.line_phase_rows = 1;
+    }
     for (auto& lined : tile.lined_programs) {
+      if (lined->lines_where_they_fit) continue;
       lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase, most_windows);
     }
   }
@@ -3481,8 +3504,10 @@ std::string describe(const permute_plan& plan) {
       double most = 0;
       for (const auto& lined : plan.gather->lined_programs) most = std::max(most, lined->steps_per_chunk());
       std::snprintf(steps, sizeof steps, "%.2f", most);
+      const bool fitted = std::ranges::any_of(plan.gather->lined_programs,
+                                              [](const auto& lined) { return lined->lines_where_they_fit; });
       text +=
-          std::string(" (on source lines ") + steps +
+          std::string(fitted ? " (on source lines where they fit " : " (on source lines ") + steps +
           (plan.gather->line_phase_rows > 1 ? ", rows in " + std::to_string(plan.gather->line_phase_rows) + " phases"
                                             : std::string()) +
           (plan.gather->lined_programs.front()->chunk_groups.empty() ? "" : ", in groups of chunks") + ")";
