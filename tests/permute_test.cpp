@@ -4068,6 +4068,34 @@ TEST_F(PermuteGather, WindowsOnLinesWhereTheyFitMatchNaiveCopy) {
   EXPECT_GE(fitted, 4);
 }
 
+// Where a period's source bytes are not a multiple of 64 (s2d NHWC CRD b8 C3 of 4-byte elements:
+// 96), the lined programs join two periods into one whose source starts at the same offset within a
+// line every time, with the plain program's steps; rows short and long enough to be cut into work
+// items. Each plan against the element loop from any line offset, one and two threads
+// (expect_matches_from_any_line_offset).
+TEST_F(PermuteGather, JoinedPeriodsOnLinesMatchNaiveCopy) {
+  force_gather_for_testing(gather_forcing::any);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  std::mt19937_64 rng(41);
+  for (std::int64_t w : {9, 90}) {  // rows of 6,912 and 69,120 bytes
+    const auto axes = packed_transpose({3, 8, w, 8, 3}, {0, 2, 4, 1, 3}, 4);
+    const permute_plan plan = plan_permute(axes, 4);
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    const gather_tile& tile = *plan.gather;
+    ASSERT_FALSE(tile.lined_programs.empty()) << describe(plan);
+    for (const auto& lined : tile.lined_programs) {
+      EXPECT_EQ(lined->joined_periods, 2) << describe(plan);
+      EXPECT_EQ(lined->period_dst_bytes, 2 * tile.program->period_dst_bytes) << describe(plan);
+      EXPECT_EQ(lined->period_src_bytes % 64, 0) << describe(plan);
+      EXPECT_EQ(lined->steps_per_chunk(), tile.program->steps_per_chunk()) << describe(plan);
+      expect_windows_on_lines(*lined, lined->line_phase, describe(plan));
+      expect_prefetches_cover_loads(*lined);
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_matches_from_any_line_offset(plan, axes, 4, 3 * 8 * w * 8 * 3 * 4, rng))
+        << "W=" << w;
+  }
+}
+
 // A plan of 12 MiB or more (its strips prefetch the next ones) against the element loop on one and
 // two threads, its source ending right before an inaccessible page, its destination on a line and
 // 7 bytes past one.

@@ -15,6 +15,7 @@ struct program_key {
   bool single_block = false;
   std::int64_t line_phase = unlined;
   bool lines_where_they_fit = false;
+  std::int64_t joined_periods = 1;
   gather_layout layout = gather_layout::pairs_of_64;
   bool grouped = false;
   int most_group_windows = 0;  ///< grouped programs only
@@ -22,7 +23,8 @@ struct program_key {
   bool operator==(const program_key& other) const {
     return width == other.width && stream_src_stride == other.stream_src_stride && single_block == other.single_block &&
            line_phase == other.line_phase && lines_where_they_fit == other.lines_where_they_fit &&
-           layout == other.layout && grouped == other.grouped && most_group_windows == other.most_group_windows &&
+           joined_periods == other.joined_periods && layout == other.layout && grouped == other.grouped &&
+           most_group_windows == other.most_group_windows &&
            std::equal(inner.begin(), inner.end(), other.inner.begin(), other.inner.end());
   }
 };
@@ -155,11 +157,13 @@ void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>
 // see gather_program_for.
 std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner, std::size_t width,
                                             std::int64_t stream_src_stride, bool single_block, std::int64_t line_phase,
-                                            bool lines_where_they_fit, gather_layout layout) {
+                                            bool lines_where_they_fit, std::int64_t joined_periods,
+                                            gather_layout layout) {
   const std::int64_t chunk = chunk_bytes_of(layout);
   std::int64_t block = static_cast<std::int64_t>(width);
   for (const permute_axis& axis : inner) block *= axis.extent;
-  const std::int64_t period = single_block ? (block + chunk - 1) / chunk * chunk : std::lcm(block, chunk);
+  const std::int64_t period =
+      single_block ? (block + chunk - 1) / chunk * chunk : std::lcm(block, chunk) * joined_periods;
   if (period > max_gather_period_bytes) return nullptr;
   const std::vector<std::int64_t> map = block_map(inner, width, block);
 
@@ -170,6 +174,7 @@ std::shared_ptr<const gather_program> build(std::span<const permute_axis> inner,
   program->single_block = single_block;
   program->line_phase = line_phase;
   program->lines_where_they_fit = lines_where_they_fit && line_phase != unlined;
+  program->joined_periods = single_block ? 1 : joined_periods;
   program->period_src_bytes = (period / block) * stream_src_stride;
   std::array<std::int64_t, 64> offsets{};
   for (std::int64_t c = 0; c < period / chunk; ++c) {
@@ -330,7 +335,8 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
                                                      std::int64_t stream_src_stride, bool single_block,
                                                      std::int64_t line_phase, gather_layout layout,
                                                      bool grouped = false, int most_group_windows = 0,
-                                                     bool lines_where_they_fit = false) {
+                                                     bool lines_where_they_fit = false,
+                                                     std::int64_t joined_periods = 1) {
   // A few programs suffice: a process usually repeats a handful of shapes. A plan may take up to 18
   // (its program and up to 8 lined ones, each also grouped).
   constexpr std::size_t capacity = 32;
@@ -343,6 +349,7 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   key.single_block = single_block;
   key.line_phase = line_phase;
   key.lines_where_they_fit = lines_where_they_fit;
+  key.joined_periods = joined_periods;
   key.layout = layout;
   key.grouped = grouped;
   key.most_group_windows = most_group_windows;
@@ -359,12 +366,13 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
   }
   std::shared_ptr<const gather_program> program;
   if (grouped) {
-    std::shared_ptr<const gather_program> plain =
-        cached_program(inner, width, stream_src_stride, single_block, line_phase, layout);
+    std::shared_ptr<const gather_program> plain = cached_program(inner, width, stream_src_stride, single_block,
+                                                                 line_phase, layout, false, 0, false, joined_periods);
     program = plain ? group_chunks(*plain, most_group_windows) : nullptr;
     if (!program) program = std::move(plain);
   } else {
-    program = build(inner, width, stream_src_stride, single_block, line_phase, lines_where_they_fit, layout);
+    program =
+        build(inner, width, stream_src_stride, single_block, line_phase, lines_where_they_fit, joined_periods, layout);
   }
   const std::lock_guard lock(mutex);
   if (cache.size() == capacity) cache.pop_back();
@@ -376,17 +384,20 @@ std::shared_ptr<const gather_program> cached_program(std::span<const permute_axi
 
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride, std::int64_t line_phase,
-                                                         gather_layout layout, bool lines_where_they_fit) {
+                                                         gather_layout layout, bool lines_where_they_fit,
+                                                         std::int64_t joined_periods) {
   // Lined windows are a pairs_of_64 refinement: a 16-byte load crosses a line a quarter as often.
   if (layout == gather_layout::halves_of_16 && line_phase != unlined) return nullptr;
-  return cached_program(inner, width, stream_src_stride, false, line_phase, layout, false, 0, lines_where_they_fit);
+  return cached_program(inner, width, stream_src_stride, false, line_phase, layout, false, 0, lines_where_they_fit,
+                        joined_periods);
 }
 
 std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                  std::int64_t stream_src_stride,
-                                                                 std::int64_t line_phase, int most_windows) {
+                                                                 std::int64_t line_phase, int most_windows,
+                                                                 std::int64_t joined_periods) {
   return cached_program(inner, width, stream_src_stride, false, line_phase, gather_layout::pairs_of_64, true,
-                        std::clamp(most_windows, 1, max_group_windows));
+                        std::clamp(most_windows, 1, max_group_windows), false, joined_periods);
 }
 
 std::shared_ptr<const gather_program> gather_block_program_for(std::span<const permute_axis> inner, std::size_t width,

@@ -89,6 +89,7 @@ struct gather_program {
   bool single_block = false;             ///< from gather_block_program_for
   std::int64_t line_phase = unlined;     ///< see gather_program_for
   bool lines_where_they_fit = false;     ///< see gather_program_for
+  std::int64_t joined_periods = 1;       ///< see gather_program_for
   std::int64_t reach = 0;                ///< the furthest byte past a period's source start any window reaches
   /// One byte in every source cache line a period's windows cover, from the period's source start
   /// (the union of the windows, every 64 bytes and its last byte).
@@ -121,13 +122,17 @@ struct gather_program {
 /// With `lines_where_they_fit` (and a line_phase), the windows are instead those of the unlined
 /// program, each moved back to the start of its first byte's line where every byte it supplies
 /// lies in that line: the same steps, and a load across two lines only where the bytes it
-/// supplies straddle them.
+/// supplies straddle them. With `joined_periods` of k, each period of the program is k of the
+/// plain one's, so that lined windows can serve sources whose plain periods start at different
+/// offsets within a line (k periods' source bytes a multiple of 64); null past
+/// max_gather_period_bytes.
 inline constexpr std::int64_t max_gather_period_bytes = 2048;
 std::shared_ptr<const gather_program> gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                          std::int64_t stream_src_stride,
                                                          std::int64_t line_phase = unlined,
                                                          gather_layout layout = gather_layout::pairs_of_64,
-                                                         bool lines_where_they_fit = false);
+                                                         bool lines_where_they_fit = false,
+                                                         std::int64_t joined_periods = 1);
 
 /// The program for one block of `inner` axes, when no stream continues it within that period (a
 /// row of 1023 bytes, a channel of 9 x 9 x 9): its period is the block rounded up to whole chunks,
@@ -154,7 +159,8 @@ std::shared_ptr<const gather_program> gather_block_program_for(std::span<const p
 std::shared_ptr<const gather_program> grouped_gather_program_for(std::span<const permute_axis> inner, std::size_t width,
                                                                  std::int64_t stream_src_stride,
                                                                  std::int64_t line_phase = unlined,
-                                                                 int most_windows = max_near_group_windows);
+                                                                 int most_windows = max_near_group_windows,
+                                                                 std::int64_t joined_periods = 1);
 
 /// Prefetches one period's source lines (the program's prefetch_offsets past `source`) and its
 /// destination lines (from `destination`, every 64 bytes of period_dst_bytes), into L1. The

@@ -1367,10 +1367,24 @@ constexpr double max_line_phase_step_growth = 1.3;
 // two by modelled load and permute time where both are within the limits went both ways (0.92-1.13x
 // over 8 more cells) and is not done. Such programs do not group (group_chunks covers its windows
 // by lines); where the plain program groups, the tile keeps it alone.
+// Where a period's source bytes are not a multiple of 64 (s2d NHWC CRD b8 C3 of 4-byte elements: 96
+// bytes), the lined programs join as many periods as put every joined one's source at the same
+// offset within a line (gather_program_for's joined_periods), up to max_gather_period_bytes, and
+// only where they keep the plain program's steps, 2 or more per chunk: Zen 5, the 9 grid cells that
+// takes (none at 16 MiB), both plans in one process (bench/plan_ab, 31 samples, both orders): s2d
+// NHWC CRD b8 C3 of 4-byte elements 1.18x / 1.21x at 64 KiB / 1 MiB, b4 C3 of 8-byte elements
+// 1.28x / 1.22x, b4 C4 of bytes 1.33x at 1 MiB, s2d channels-last K = 3 CRD b2 C16 of bytes and C4
+// of 4-byte elements 1.08x; b4 C4 of 2-byte elements 0.91x / 0.94x. Joined programs of more steps
+// than the plain one lost (0.75-0.97x over 10 cells: s2d NHWC CRD b4 C3, 2.0 -> 3.0 steps), as did
+// those of one step per chunk (0.90-0.92x).
 void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_list& normalized, std::size_t block_axes,
                         std::size_t width, bool output_streams) {
   auto on_lines = [](const permute_axis& axis) { return axis.extent == 1 || axis.src_stride % 64 == 0; };
-  if (tile.program->period_src_bytes % 64 != 0 || !std::ranges::all_of(outer, on_lines)) return;
+  if (!std::ranges::all_of(outer, on_lines)) return;
+  // Periods whose sources start at different offsets within a line join into longer ones that all
+  // start at the same offset (see above).
+  const std::int64_t joined = 64 / std::gcd(tile.program->period_src_bytes % 64, std::int64_t{64});
+  if (joined > 1 && tile.program->period_dst_bytes * joined > max_gather_period_bytes) return;
   const std::int64_t row_offset = tile.rows.extent == 1 ? 0 : tile.rows.src_stride % 64;
   const std::int64_t cycle = 64 / std::gcd(row_offset, std::int64_t{64});
   if (cycle > max_line_phase_rows) return;
@@ -1382,12 +1396,14 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   auto program_at = [&](std::int64_t phase, bool fitted) {
     return tile.program->single_block
                ? gather_block_program_for(inner, width, phase, gather_layout::pairs_of_64, fitted)
-               : gather_program_for(inner, width, tile.stream.src_stride, phase, gather_layout::pairs_of_64, fitted);
+               : gather_program_for(inner, width, tile.stream.src_stride, phase, gather_layout::pairs_of_64, fitted,
+                                    joined);
   };
   std::vector<std::shared_ptr<const gather_program>> programs;
   for (std::int64_t j = 0; j < std::min(cycle, tile.rows.extent); ++j) {
     const std::int64_t phase = j * row_offset % 64;
     std::shared_ptr<const gather_program> lined = program_at(phase, false);
+    if (joined > 1 && (!lined || steps < 2 || lined->steps_per_chunk() > steps)) return;
     if (!lined || lined->steps_per_chunk() > most_steps) lined = program_at(phase, true);
     if (!lined || lined->steps_per_chunk() > most_steps) return;
     programs.push_back(std::move(lined));
@@ -1664,7 +1680,8 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     }
     for (auto& lined : tile.lined_programs) {
       if (lined->lines_where_they_fit) continue;
-      lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase, most_windows);
+      lined = grouped_gather_program_for(inner, width, tile.stream.src_stride, lined->line_phase, most_windows,
+                                         lined->joined_periods);
     }
   }
   const std::int64_t total_bytes = plan.total_bytes;
@@ -3297,13 +3314,14 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
     // when all of a position's rows are short, blocks of the innermost outer axis, as groups.
     const gather_tile& tile = *plan.gather;
     const bool lined = runs_lined_programs(tile, src);
-    const gather_program& program = *tile.program;  // the periods are the same in every program
+    // The periods are the same in every lined program (those of the plain one, or joined).
+    const gather_program& program = lined ? *tile.lined_programs.front() : *tile.program;
     const std::int64_t row_bytes = tile.stream.extent * tile.block_bytes;
     const std::int64_t period = program.period_dst_bytes;
     const std::byte* src_end = src + tile.source_span;
     const bool split_rows = row_bytes > split.item_bytes;
     const bool in_place = gather_streams_in_place(plan, src, dst);
-    const bool stream = gather_streams_strips(plan, period, row_bytes);
+    const bool stream = gather_streams_strips(plan, tile.program->period_dst_bytes, row_bytes);
     const std::int64_t rows_bytes = tile.rows.extent * row_bytes;
     const bool grouped = gather_groups_rows(plan);
     axis_list outer = plan.outer;
@@ -3510,6 +3528,9 @@ std::string describe(const permute_plan& plan) {
           std::string(fitted ? " (on source lines where they fit " : " (on source lines ") + steps +
           (plan.gather->line_phase_rows > 1 ? ", rows in " + std::to_string(plan.gather->line_phase_rows) + " phases"
                                             : std::string()) +
+          (plan.gather->lined_programs.front()->joined_periods > 1
+               ? ", periods joined by " + std::to_string(plan.gather->lined_programs.front()->joined_periods)
+               : std::string()) +
           (plan.gather->lined_programs.front()->chunk_groups.empty() ? "" : ", in groups of chunks") + ")";
     }
     if (plan.gather->fn == gather_rows_avx512vbmi && gather_strips_stream(plan)) text += " streaming";
