@@ -126,7 +126,7 @@ void add_pairs_chunk(gather_program& program, const std::array<std::int64_t, 64>
     if (line_phase == unlined) return offset;
     const std::int64_t line = (offset + line_phase) / 64;
     if (!lines_where_they_fit) return line * 64 - line_phase;
-    std::int64_t last = offset;  // the window's last byte: the sorted offsets are greedy
+    std::int64_t last = offset;  // the last byte the window takes: every offset under offset + 64
     for (int m = n + 1; m < bytes; ++m) {
       const std::int64_t next = offsets[static_cast<std::size_t>(order[static_cast<std::size_t>(m)])];
       if (next - offset >= 64) break;
