@@ -461,7 +461,8 @@ TEST(PermuteRun, RealignedDeinterleaveRowsMatch) {
 // De-interleaves in the cache whose rows hold one vector or more and stay under a limit run every
 // row in one loop and end each on a whole step that overlaps the one before
 // (b_way_short_rows_in_cache): 3-way ones in the AVX2 and AVX-512 builds up to realigned_run_bytes,
-// and in the AVX2 build every other number of ways up to max_avx2_short_loop_row_bytes. Rows of
+// and in the AVX2 build every other number of ways up to max_avx2_short_loop_row_bytes (4-way ones
+// of 4-byte lanes keep the call per row, compared all the same). Rows of
 // exactly one and two vectors, one element past and short of them, and the longest under the
 // limit; three outer by two inner repeat positions, each way's row a gap apart from the next and
 // the outputs pre-filled, compared with the element-by-element copy over the whole destination,

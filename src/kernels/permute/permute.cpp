@@ -249,6 +249,11 @@ bool gather_streams_strips(const permute_plan& plan, std::int64_t period, std::i
   return gather_strips_stream(plan) && (period > 64 || (period == 64 && row_bytes >= min_streamed_one_chunk_row_bytes));
 }
 
+// Whether any of the tile's lined programs has its windows on lines where they fit.
+bool has_fitted_programs(const gather_tile& tile) {
+  return std::ranges::any_of(tile.lined_programs, [](const auto& lined) { return lined->lines_where_they_fit; });
+}
+
 // Whether a gather runs its lined programs (windows on source lines): it has them, and the source
 // starts on a line.
 bool runs_lined_programs(const gather_tile& tile, const std::byte* src) {
@@ -1384,13 +1389,13 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   // Periods whose sources start at different offsets within a line join into longer ones that all
   // start at the same offset (see above).
   const std::int64_t joined = 64 / std::gcd(tile.program->period_src_bytes % 64, std::int64_t{64});
-  if (joined > 1 && tile.program->period_dst_bytes * joined > max_gather_period_bytes) return;
+  const double steps = tile.program->steps_per_chunk();
+  if (joined > 1 && (steps < 2 || tile.program->period_dst_bytes * joined > max_gather_period_bytes)) return;
   const std::int64_t row_offset = tile.rows.extent == 1 ? 0 : tile.rows.src_stride % 64;
   const std::int64_t cycle = 64 / std::gcd(row_offset, std::int64_t{64});
   if (cycle > max_line_phase_rows) return;
   const std::int64_t class_bytes = (tile.rows.extent + cycle - 1) / cycle * tile.stream.extent * tile.block_bytes;
   if (cycle > 1 && (output_streams || class_bytes < min_line_phase_class_bytes)) return;
-  const double steps = tile.program->steps_per_chunk();
   const double most_steps = cycle > 1 ? std::min(steps + 1.0, steps * max_line_phase_step_growth) : steps + 1.0;
   const std::span<const permute_axis> inner = std::span(normalized).last(block_axes);
   auto program_at = [&](std::int64_t phase, bool fitted) {
@@ -1403,7 +1408,7 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   for (std::int64_t j = 0; j < std::min(cycle, tile.rows.extent); ++j) {
     const std::int64_t phase = j * row_offset % 64;
     std::shared_ptr<const gather_program> lined = program_at(phase, false);
-    if (joined > 1 && (!lined || steps < 2 || lined->steps_per_chunk() > steps)) return;
+    if (joined > 1 && (!lined || lined->steps_per_chunk() > steps)) return;
     if (!lined || lined->steps_per_chunk() > most_steps) lined = program_at(phase, true);
     if (!lined || lined->steps_per_chunk() > most_steps) return;
     programs.push_back(std::move(lined));
@@ -1672,9 +1677,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     tile.program = grouped_gather_program_for(inner, width, tile.stream.src_stride, unlined, most_windows);
     // Programs with windows on lines where they fit do not group (their windows are not lines),
     // and where the plain program groups, it runs instead: it loads fewer windows.
-    const bool fitted =
-        std::ranges::any_of(tile.lined_programs, [](const auto& lined) { return lined->lines_where_they_fit; });
-    if (fitted && !tile.program->chunk_groups.empty()) {
+    if (has_fitted_programs(tile) && !tile.program->chunk_groups.empty()) {
       tile.lined_programs.clear();
       tile.line_phase_rows = 1;
     }
@@ -3522,10 +3525,9 @@ std::string describe(const permute_plan& plan) {
       double most = 0;
       for (const auto& lined : plan.gather->lined_programs) most = std::max(most, lined->steps_per_chunk());
       std::snprintf(steps, sizeof steps, "%.2f", most);
-      const bool fitted = std::ranges::any_of(plan.gather->lined_programs,
-                                              [](const auto& lined) { return lined->lines_where_they_fit; });
       text +=
-          std::string(fitted ? " (on source lines where they fit " : " (on source lines ") + steps +
+          std::string(has_fitted_programs(*plan.gather) ? " (on source lines where they fit " : " (on source lines ") +
+          steps +
           (plan.gather->line_phase_rows > 1 ? ", rows in " + std::to_string(plan.gather->line_phase_rows) + " phases"
                                             : std::string()) +
           (plan.gather->lined_programs.front()->joined_periods > 1
