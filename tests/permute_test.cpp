@@ -4069,6 +4069,53 @@ TEST_F(PermuteGather, WindowsOnLinesWhereTheyFitMatchNaiveCopy) {
   EXPECT_GE(fitted, 4);
 }
 
+// Rows that start at more offsets within a line than max_line_phase_rows, but are no more rows
+// than that (d2s channels-last K = 3 CRD b2 C4 of bytes: 2 rows 4 bytes apart, 16 offsets), take
+// an exact lined program each, one per row, with the plain program's steps; windows that would only
+// fit lines (d2s channels-first K = 3 CRD b8) or one step per chunk (d2s NHWC CRD b2 C16) keep the
+// plain program there. Each plan against the element loop from any line offset, one and two threads
+// (expect_matches_from_any_line_offset).
+TEST_F(PermuteGather, RowsInManyPhasesTakeAnExactProgramEach) {
+  force_gather_for_testing(gather_forcing::any);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  std::mt19937_64 rng(43);
+  int row_by_row = 0;
+  for (std::int64_t side : {8, 16}) {
+    // [D, H, W, C, bd, bh, bw] -> [D, bd, H, bh, W, bw, C]
+    const auto axes = packed_transpose({side, side, side, 4, 2, 2, 2}, {0, 4, 1, 5, 2, 6, 3}, 1);
+    const permute_plan plan = plan_permute(axes, 1);
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    const gather_tile& tile = *plan.gather;
+    if (tile.line_phase_rows > 8) {
+      ++row_by_row;
+      EXPECT_EQ(static_cast<std::int64_t>(tile.lined_programs.size()), tile.rows.extent) << describe(plan);
+      for (std::size_t j = 0; j < tile.lined_programs.size(); ++j) {
+        const gather_program& program = *tile.lined_programs[j];
+        const std::int64_t phase = static_cast<std::int64_t>(j) * tile.rows.src_stride % 64;
+        EXPECT_EQ(program.line_phase, phase) << describe(plan);
+        EXPECT_FALSE(program.lines_where_they_fit) << describe(plan);
+        EXPECT_GE(program.steps_per_chunk(), 2.0) << describe(plan);
+        EXPECT_EQ(program.steps_per_chunk(), tile.program->steps_per_chunk()) << describe(plan);
+        expect_windows_on_lines(program, phase, describe(plan));
+        expect_prefetches_cover_loads(program);
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_matches_from_any_line_offset(plan, axes, 1, side * side * side * 32, rng))
+        << "side " << side;
+  }
+  EXPECT_GE(row_by_row, 1);
+  // [C, bd, bh, bw, D, H, W] -> [C, D, bd, H, bh, W, bw]: windows that fit lines only.
+  const auto fitted = packed_transpose({64, 8, 8, 8, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 1);
+  const permute_plan fitted_plan = plan_permute(fitted, 1);
+  ASSERT_TRUE(fitted_plan.gather) << describe(fitted_plan);
+  EXPECT_LE(fitted_plan.gather->line_phase_rows, 8) << describe(fitted_plan);
+  // [H, W, C, bh, bw] -> [H, bh, W, bw, C], C = 16: one step per chunk.
+  const auto one_step = packed_transpose({8, 128, 16, 2, 2}, {0, 3, 1, 4, 2}, 1);
+  const permute_plan one_step_plan = plan_permute(one_step, 1);
+  ASSERT_TRUE(one_step_plan.gather) << describe(one_step_plan);
+  EXPECT_LE(one_step_plan.gather->line_phase_rows, 8) << describe(one_step_plan);
+}
+
 // Where a period's source bytes are not a multiple of 64 (s2d NHWC CRD b8 C3 of 4-byte elements:
 // 96), the lined programs join two periods into one whose source starts at the same offset within a
 // line every time, with the plain program's steps; rows short and long enough to be cut into work

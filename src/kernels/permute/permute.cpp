@@ -1382,6 +1382,15 @@ constexpr double max_line_phase_step_growth = 1.3;
 // of 4-byte elements 1.08x; b4 C4 of 2-byte elements 0.91x / 0.94x. Joined programs of more steps
 // than the plain one lost (0.75-0.97x over 10 cells: s2d NHWC CRD b4 C3, 2.0 -> 3.0 steps), as did
 // those of one step per chunk (0.90-0.92x).
+// Rows whose starts cycle through more offsets than max_line_phase_rows, but that are no more rows
+// than that, take a program each (each row one call), where every one is exact and the plain
+// program takes 2 steps per chunk or more: Zen 5, both plans in one process (bench/plan_ab, 31
+// samples, both orders), d2s channels-last K = 3 CRD b2 C4 / C16 of bytes at 1 MiB 1.18x / 1.17x on
+// one thread (0.38 -> 0.45, 0.33 -> 0.38 of memcpy), 0.97-1.01x on two; d2s NHWC CRD b4 C16 of bytes
+// at 1 MiB, whose timing is bimodal in either plan, 0.99-1.14x / 0.97-1.02x; C16 at 64 KiB 1.04x
+// on one, 0.88-1.13x on two. Programs with windows on lines only where they fit lost there (d2s
+// channels-first K = 3 CRD b8 C3 / C4 / C64 of bytes 0.87-0.92x, rows of 9 bytes apart, read across
+// rows), as did those of one step per chunk (d2s NHWC CRD b2 C16, 0.95x).
 void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_list& normalized, std::size_t block_axes,
                         std::size_t width, bool output_streams) {
   auto on_lines = [](const permute_axis& axis) { return axis.extent == 1 || axis.src_stride % 64 == 0; };
@@ -1393,7 +1402,10 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
   if (joined > 1 && (steps < 2 || tile.program->period_dst_bytes * joined > max_gather_period_bytes)) return;
   const std::int64_t row_offset = tile.rows.extent == 1 ? 0 : tile.rows.src_stride % 64;
   const std::int64_t cycle = 64 / std::gcd(row_offset, std::int64_t{64});
-  if (cycle > max_line_phase_rows) return;
+  // Rows in more phases than that, but no more rows than that, take a program each where it is
+  // exact and of 2 steps or more per chunk (see above).
+  const bool row_by_row = cycle > max_line_phase_rows;
+  if (row_by_row && (tile.rows.extent > max_line_phase_rows || steps < 2)) return;
   const std::int64_t class_bytes = (tile.rows.extent + cycle - 1) / cycle * tile.stream.extent * tile.block_bytes;
   if (cycle > 1 && (output_streams || class_bytes < min_line_phase_class_bytes)) return;
   const double most_steps = cycle > 1 ? std::min(steps + 1.0, steps * max_line_phase_step_growth) : steps + 1.0;
@@ -1409,7 +1421,10 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
     const std::int64_t phase = j * row_offset % 64;
     std::shared_ptr<const gather_program> lined = program_at(phase, false);
     if (joined > 1 && (!lined || lined->steps_per_chunk() > steps)) return;
-    if (!lined || lined->steps_per_chunk() > most_steps) lined = program_at(phase, true);
+    if (!lined || lined->steps_per_chunk() > most_steps) {
+      if (row_by_row) return;
+      lined = program_at(phase, true);
+    }
     if (!lined || lined->steps_per_chunk() > most_steps) return;
     programs.push_back(std::move(lined));
   }
