@@ -4116,6 +4116,43 @@ TEST_F(PermuteGather, RowsInManyPhasesTakeAnExactProgramEach) {
   EXPECT_LE(one_step_plan.gather->line_phase_rows, 8) << describe(one_step_plan);
 }
 
+// On a Zen 5, streamed gathers whose periods exceed 512 bytes, into outputs under 32 MiB, cut their
+// long rows into strips of 8 KiB rather than 4 KiB (gather_tile::wide_streamed_strips): s2d NHWC CRD
+// b3 C3 of bytes (1,728-byte periods) at 16.8 MB, not at 50 MB, not on other cores, not for b4 C4
+// (64-byte periods). Rows of 17,550 bytes (10 periods and 270 bytes: strips of 4, 4 and 2 periods,
+// the last with the tail) in wide strips against the element loop (expect_gather_matches, which
+// also runs them streamed).
+TEST_F(PermuteGather, Zen5StreamsLongPeriodsInWideStrips) {
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  // space_to_depth NHWC CRD: [H, bh, W, bw, C] -> [H, W, C, bh, bw]
+  auto pixels = [](std::int64_t side, std::int64_t b, std::int64_t channels) {
+    return packed_transpose({side, b, side, b, channels}, {0, 2, 4, 1, 3}, 1);
+  };
+  const permute_plan cached = plan_permute(pixels(788, 3, 3), 1);
+  ASSERT_TRUE(cached.gather) << describe(cached);
+  EXPECT_TRUE(cached.gather->wide_streamed_strips) << describe(cached);
+  const permute_plan past = plan_permute(pixels(1365, 3, 3), 1);
+  ASSERT_TRUE(past.gather) << describe(past);
+  EXPECT_FALSE(past.gather->wide_streamed_strips) << describe(past);
+  const permute_plan short_periods = plan_permute(pixels(512, 4, 4), 1);
+  ASSERT_TRUE(short_periods.gather) << describe(short_periods);
+  EXPECT_FALSE(short_periods.gather->wide_streamed_strips) << describe(short_periods);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::intel);
+  const permute_plan intel = plan_permute(pixels(788, 3, 3), 1);
+  ASSERT_TRUE(intel.gather) << describe(intel);
+  EXPECT_FALSE(intel.gather->wide_streamed_strips) << describe(intel);
+
+  force_gather_for_testing(gather_forcing::any);
+  std::mt19937_64 rng(47);
+  // [2, 3, 1950, 3, 3] -> [2, 650, 27]: rows of 17,550 bytes
+  const auto axes = packed_transpose({2, 3, 1950, 3, 3}, {0, 2, 4, 1, 3}, 1);
+  permute_plan plan = plan_permute(axes, 1);
+  ASSERT_TRUE(plan.gather) << describe(plan);
+  ASSERT_GT(plan.gather->program->period_dst_bytes, 512) << describe(plan);
+  plan.gather->wide_streamed_strips = true;
+  ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, 1, 2 * 3 * 1950 * 3 * 3, rng));
+}
+
 // Where a period's source bytes are not a multiple of 64 (s2d NHWC CRD b8 C3 of 4-byte elements:
 // 96), the lined programs join two periods into one whose source starts at the same offset within a
 // line every time, with the plain program's steps; rows short and long enough to be cut into work

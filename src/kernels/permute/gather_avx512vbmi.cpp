@@ -32,6 +32,9 @@ static_assert(2 * max_gather_period_bytes <= strip_bytes, "a long row must hold 
 // did strips of 2 KiB (0.8-1.07x) and 1 KiB (0.7-0.9x) of any row. Not measured on AMD's cores.
 constexpr std::int64_t streamed_long_row_strip_bytes = 4096;
 static_assert(2 * max_gather_period_bytes <= streamed_long_row_strip_bytes, "a long row must hold whole periods");
+// ... or of 8 KiB where the planner says so (gather_rows::wide_strips; see
+// gathers_stream_wide_strips in permute.cpp).
+constexpr std::int64_t wide_streamed_long_row_strip_bytes = 8192;
 
 // Byte-masked loads read nothing outside their mask (and cannot fault there), so a window may
 // start anywhere a needed byte is.
@@ -607,7 +610,9 @@ void gather_group(const gather_program& program, const gather_rows& rows, const 
   if (rows.bytes >= strip_bytes) {
     // Long rows: strips of periods of one row (periods are at most half a strip, so every long
     // row has whole periods and its tail goes with the last strip).
-    const std::int64_t row_strip_bytes = rows.stream ? streamed_long_row_strip_bytes : strip_bytes;
+    const std::int64_t row_strip_bytes = !rows.stream       ? strip_bytes
+                                         : rows.wide_strips ? wide_streamed_long_row_strip_bytes
+                                                            : streamed_long_row_strip_bytes;
     const std::int64_t per_strip = std::max<std::int64_t>(1, row_strip_bytes / period_dst);
     for (std::int64_t r = 0; r < rows.count; ++r) {
       const std::byte* from = src + r * rows.src_stride;

@@ -2270,6 +2270,25 @@ bool gathers_prefetch_next_strip(const permute_plan& plan) {
          tile.program->period_dst_bytes >= min_zen5_strip_prefetch_period_blocks * tile.block_bytes;
 }
 
+// Long rows whose strips stream go in strips of 4 KiB (see streamed_long_row_strip_bytes in
+// gather_avx512vbmi.cpp), which hold only 2-7 periods of 576-1728 bytes: each strip sets every
+// chunk group up again for so few. On a Zen 5 (family 1Ah, model 2, 2 vCPUs, 32 MiB L3) such rows
+// go in strips of 8 KiB where the period exceeds 512 bytes and the output is under 32 MiB. The 24
+// grid cells of streamed long rows with such periods (s2d NHWC b3 of 1-16 channels and b8 C3 of
+// 4-byte elements, s2d channels-last K = 3 b4 / b8 C3), both strips in one process (bench/plan_ab,
+// 7-21 samples, both orders), one thread: 12 MiB 1.03x (0.95-1.33x), 16 MiB 1.13x (0.99-1.23x; s2d
+// NHWC CRD b3 C3 of bytes 0.48 -> 0.56 of memcpy; as chosen here, another run 1.07-1.35x), 32 MiB 1.04x (0.89-1.43x),
+// 48 MiB 0.98x, 64 MiB 0.96x, 256 MiB 0.96x (0.88-1.00x); two threads, 16 MiB 1.06x (0.99-1.19x), 32 MiB 0.96x. Strips
+// of 16 KiB gained more at 16 MiB (1.14x) but lost from 32 MiB (0.82x at 256 MiB) and at 12 MiB (0.86x for s2d NHWC DCR
+// b3 C16 of bytes), and for periods of 64-512 bytes at 16 MiB (s2d NHWC CRD b4 C4, b4 C16, b8 C4: 0.82-0.89x).
+constexpr std::int64_t min_zen5_wide_strip_period_bytes = 513;
+constexpr std::int64_t zen5_last_level_cache_bytes = std::int64_t{32} << 20;
+bool gathers_stream_wide_strips(const permute_plan& plan) {
+  return plan.gather && runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && output_streams(plan) &&
+         plan.total_bytes < zen5_last_level_cache_bytes &&
+         plan.gather->program->period_dst_bytes >= min_zen5_wide_strip_period_bytes;
+}
+
 // gather_tile::grouped_rows_bytes. A Zen 5 groups rows of up to 8 KiB, and of up to 16 KiB where
 // its strips stream, short of far past the cache: calls of 2-16 KiB of rows whose strips hold a
 // period and a part-period of each of 2-3 rows (d2s channels-last K = 3 CRD b2-b3 of 3-16
@@ -2477,6 +2496,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->grouped_rows_bytes = grouped_gather_rows_bytes_of(plan);
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
+  if (plan.gather) plan.gather->wide_streamed_strips = gathers_stream_wide_strips(plan);
   if (plan.shuffle) plan.shuffle->split = split_of(plan);
   return plan;
 }
@@ -3374,6 +3394,7 @@ void run_permute(const permute_plan& plan, const std::byte* src, std::byte* dst,
                                        .prefetch = tile.prefetch_next_strip,
                                        .stream = stream && !in_place,
                                        .stream_in_place = in_place,
+                                       .wide_strips = tile.wide_streamed_strips,
                                        .groups = 1,
                                        .group_src_stride = group_axis.src_stride,
                                        .group_dst_stride = group_axis.dst_stride};
@@ -3552,6 +3573,7 @@ std::string describe(const permute_plan& plan) {
     }
     if (plan.gather->fn == gather_rows_avx512vbmi && gather_strips_stream(plan)) text += " streaming";
     if (plan.gather->prefetch_next_strip) text += " prefetching the next strip";
+    if (plan.gather->wide_streamed_strips) text += ", long rows in 8 KiB strips";
     if (gather_groups_rows(plan)) {
       text += " in row groups";
     } else if (plan.gather->rows_share_source) {

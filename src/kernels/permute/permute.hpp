@@ -308,6 +308,9 @@ struct gather_rows {
   /// every row starts on a line and whose periods are whole lines (gather_streams_in_place); the
   /// avx512vbmi gather. Not with `stream`.
   bool stream_in_place = false;
+  /// Long rows whose strips stream (`stream`) go in strips of 8 KiB rather than 4 KiB
+  /// (gather_tile::wide_streamed_strips).
+  bool wide_strips = false;
   std::int64_t groups = 1;
   std::int64_t group_src_stride = 0;
   std::int64_t group_dst_stride = 0;
@@ -362,6 +365,10 @@ struct gather_tile {
   /// Each strip prefetches the next one's source lines (and its destination lines where the strip
   /// is not streamed), an order the hardware prefetchers do not follow; set far past the cache.
   bool prefetch_next_strip = false;
+  /// Long rows whose strips stream go in strips of 8 KiB rather than 4 KiB (gather_rows::
+  /// wide_strips): set on a Zen 5 for outputs in its last-level cache whose periods are long, where
+  /// a strip of 4 KiB holds too few periods to repay each chunk group's set-up.
+  bool wide_streamed_strips = false;
   /// A call whose rows hold fewer bytes than this in all, over an innermost outer axis of several
   /// positions, walks that axis too, as groups of rows (gather_rows::groups): each chunk's set-up
   /// then serves more rows. plan_permute sets it per CPU (see grouped_gather_rows_bytes_of in
