@@ -4116,6 +4116,37 @@ TEST_F(PermuteGather, RowsInManyPhasesTakeAnExactProgramEach) {
   EXPECT_LE(one_step_plan.gather->line_phase_rows, 8) << describe(one_step_plan);
 }
 
+// On a Zen 5, 24-byte elements in destination blocks of 2 or 4 take the gather at every size short
+// of far past the cache: space_to_depth NHWC DCR b2 C3 of 4-byte elements (runs of 24 bytes, blocks
+// of 48) at 1 MiB, and b4 C3 of 2-byte ones (blocks of 96) at 64 KiB, each against the element loop
+// (expect_gather_matches); not b8 C3 of bytes (blocks of 8), b3 C4 of 2-byte elements (blocks of 3),
+// nor on a Zen 4.
+TEST_F(PermuteGather, Zen5GathersShortBlocksOf24ByteElements) {
+  // space_to_depth NHWC DCR: [H, bh, W, bw, C] -> [H, W, bh, bw, C]
+  auto pixels = [](std::int64_t side, std::int64_t b, std::int64_t channels, std::int64_t width) {
+    return packed_transpose({side, b, side, b, channels}, {0, 2, 1, 3, 4}, width);
+  };
+  std::mt19937_64 rng(53);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
+  for (const auto& [side, b, width] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{148, 2, 4}, {26, 4, 2}}) {
+    const auto axes = pixels(side, b, 3, width);
+    const permute_plan plan = plan_permute(axes, static_cast<std::size_t>(width));
+    ASSERT_TRUE(plan.gather) << "b=" << b << ": " << describe(plan);
+    EXPECT_EQ(plan.width, 24U) << describe(plan);
+    EXPECT_EQ(plan.gather->block_bytes, b * 24) << describe(plan);
+    EXPECT_LE(plan.gather->program->steps_per_chunk(), 2.0) << describe(plan);
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, axes, width, side * side * b * b * 3 * width, rng))
+        << "b=" << b;
+  }
+  const permute_plan blocks_of_8 = plan_permute(pixels(74, 8, 3, 1), 1);
+  EXPECT_FALSE(blocks_of_8.gather) << describe(blocks_of_8);
+  const permute_plan blocks_of_3 = plan_permute(pixels(121, 3, 4, 2), 2);
+  EXPECT_FALSE(blocks_of_3.gather) << describe(blocks_of_3);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen4);
+  const permute_plan zen4 = plan_permute(pixels(148, 2, 3, 4), 4);
+  EXPECT_FALSE(zen4.gather) << describe(zen4);
+}
+
 // On a Zen 5, streamed gathers whose periods exceed 512 bytes, into outputs under 32 MiB, cut their
 // long rows into strips of 8 KiB rather than 4 KiB (gather_tile::wide_streamed_strips): s2d NHWC CRD
 // b3 C3 of bytes (1,728-byte periods) at 16.8 MB, not at 50 MB, not on other cores, not for b4 C4

@@ -1244,7 +1244,16 @@ gather_candidates find_gathers(const axis_list& axes, std::size_t width, gather_
 // 8- and 16-way network shuffles of runs of 16-63 bytes lose to two-step gathers too (97 cells:
 // 1.87x at 64 KiB, 1.77x at 1 MiB, 1.23x at 16 MiB), and so do tiles of elements under 16
 // bytes to three-step ones (2.1x over 23 cells).
-bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes) {
+// Blocks of 24-byte elements that a Zen 5 gathers at any size short of far past the cache, up to
+// this many elements and a power of two of them (see gather_beats; 0: not known yet).
+constexpr std::int64_t max_short_24_byte_block_elements = 4;
+bool short_block_of_24_byte_elements(std::size_t width, std::int64_t block_bytes) {
+  const auto elements = static_cast<std::uint64_t>(block_bytes / 24);
+  return width == 24 &&
+         (block_bytes == 0 ||
+          (std::has_single_bit(elements) && elements <= static_cast<std::uint64_t>(max_short_24_byte_block_elements)));
+}
+bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_bytes, std::int64_t row_bytes) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
   if (row_bytes < min_gather_row_bytes) return false;
   if (steps > max_gather_steps) return steps <= max_gather_steps_for_tiny_moves && moves_tiny_pieces(plan, steps);
@@ -1290,10 +1299,26 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t row_bytes
   // whose gathers stream their strips from 12 MiB too, keeps the run copies: there the 25 run-copy
   // cells of the 16 MiB grid a gather would take ran 0.90x / 0.80x on one / two threads (three
   // alternations, 0.44-1.69x per cell).
+  // Since then the gathers have grown faster (chunk groups, windows on source lines): on a Zen 5,
+  // 24-byte elements in destination blocks of 2 or 4 (192-byte periods: s2d NHWC DCR b2 C3 of
+  // 4-byte elements and b4 C3 of 2-byte ones, s2d channels-last K = 3 DCR b2 C3 of 4-byte ones)
+  // take gathers of up to two steps at every size short of streamed_gather_output_bytes. Both
+  // plans in one process (bench/plan_ab, 21 samples, both orders), one / two threads: 64 KiB
+  // 1.25-1.47x / 1.28-1.44x, 1 MiB 1.26-1.99x / 1.24-2.24x (channels-last b2 C3 of 4-byte
+  // elements 0.25 -> 0.63 of memcpy, NHWC 0.64 -> 0.85), 4 MiB 1.25-1.98x / 1.22-1.58x, 8 MiB
+  // 1.08-1.66x / 0.99-1.44x. Blocks of 8 (s2d NHWC DCR b8 C3 of bytes: 0.98-1.11x, 0.73x on two
+  // threads at 8 MiB) and of 3 (b3, 576-byte periods: 0.75-1.06x) keep the run copies, as does
+  // depth_to_space (0.62-0.93x but for one cell at 64 KiB). Far past the cache such gathers went
+  // both ways (0.80-2.3x over 6 cells at 256 MiB) and are not taken.
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
   const bool streamed_into_cache_sized_output = runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
                                                 gather_strips_stream(plan) &&
                                                 plan.total_bytes < streamed_gather_output_bytes;
+  const bool zen5 = runtime::planning_core_kind() == runtime::core_kind::amd_zen5;
+  if (zen5 && short_block_of_24_byte_elements(plan.width, block_bytes) && steps <= 2 &&
+      plan.total_bytes < streamed_gather_output_bytes) {
+    return true;
+  }
   return words_not_power_of_two && plan.width < 64 && steps <= 2 && streamed_into_cache_sized_output;
 }
 
@@ -1629,15 +1654,19 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   // (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB and 1 MiB), six
   // alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over all).
   if (vbmi && takes_amd_rules(runtime::planning_core_kind()) && loses_to_avx2_on_amd(plan)) return;
-  auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t row_bytes) {
-    return vbmi ? gather_beats(plan, steps, row_bytes) : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
+  auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t block_bytes, std::int64_t row_bytes) {
+    return vbmi ? gather_beats(plan, steps, block_bytes, row_bytes)
+                : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
   };
+
   auto single_block_beats = [&](double steps, std::int64_t period_bytes, std::int64_t block_bytes) {
     return vbmi ? block_gather_beats(plan, steps, block_bytes)
                 : avx2_gather_beats(plan, steps, period_bytes, block_bytes, true);
   };
   // No gather would win: skip building programs.
-  if (!periodic_beats(0.0, 0, max_gather_period_bytes) && !single_block_beats(0.0, 0, max_gather_period_bytes)) return;
+  if (!periodic_beats(0.0, 0, 0, max_gather_period_bytes) && !single_block_beats(0.0, 0, max_gather_period_bytes)) {
+    return;
+  }
   gather_candidates candidates =
       find_gathers(normalized, width, vbmi ? gather_layout::pairs_of_64 : gather_layout::halves_of_16);
   if (candidates.periodic && candidates.periodic->block_axes == 0 && !lone_element_gather_beats(plan)) {
@@ -1646,7 +1675,7 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   found_gather* found = nullptr;
   if (candidates.periodic) {
     const gather_tile& tile = candidates.periodic->tile;
-    if (periodic_beats(tile.program->steps_per_chunk(), tile.program->period_dst_bytes,
+    if (periodic_beats(tile.program->steps_per_chunk(), tile.program->period_dst_bytes, tile.block_bytes,
                        tile.stream.extent * tile.block_bytes)) {
       found = &*candidates.periodic;
     }
