@@ -4116,6 +4116,24 @@ TEST_F(PermuteGather, RowsInManyPhasesTakeAnExactProgramEach) {
   EXPECT_LE(one_step_plan.gather->line_phase_rows, 8) << describe(one_step_plan);
 }
 
+// Staged 2-way interleaves of runs up to 8 bytes take a gather of two steps: depth_to_space
+// channels-first K = 3 CRD b2 C16 of bytes over 8 x 8 x 8 pixels, against the element loop
+// (expect_gather_matches); the 2-way de-interleave of the same space_to_depth keeps its shuffle.
+TEST_F(PermuteGather, TwoWayStagedInterleavesOfShortRunsGather) {
+  // depth_to_space: [C, bd, bh, bw, D, H, W] -> [C, D, bd, H, bh, W, bw]; space_to_depth the reverse.
+  const auto to_space = packed_transpose({16, 2, 2, 2, 8, 8, 8}, {0, 4, 1, 5, 2, 6, 3}, 1);
+  const permute_plan interleave = plan_permute(to_space, 1);
+  ASSERT_TRUE(interleave.gather) << describe(interleave);
+  EXPECT_LE(interleave.gather->program->steps_per_chunk(), 2.0) << describe(interleave);
+  std::mt19937_64 rng(59);
+  ASSERT_NO_FATAL_FAILURE(expect_gather_matches(interleave, to_space, 1, 16 * 8 * 512, rng));
+  const auto to_depth = packed_transpose({16, 8, 2, 8, 2, 8, 2}, {0, 2, 4, 6, 1, 3, 5}, 1);
+  const permute_plan deinterleave = plan_permute(to_depth, 1);
+  EXPECT_FALSE(deinterleave.gather) << describe(deinterleave);
+  ASSERT_TRUE(deinterleave.shuffle) << describe(deinterleave);
+  EXPECT_FALSE(deinterleave.shuffle->interleave) << describe(deinterleave);
+}
+
 // On a Zen 5, 24-byte elements in destination blocks of 2 or 4 take the gather at every size short
 // of far past the cache: space_to_depth NHWC DCR b2 C3 of 4-byte elements (runs of 24 bytes, blocks
 // of 48) at 1 MiB, and b4 C3 of 2-byte ones (blocks of 96) at 64 KiB, each against the element loop

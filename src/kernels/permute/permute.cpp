@@ -1282,7 +1282,15 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
     if (call_bytes < 1024) return true;
     // Staged: short runs of 3 or 9 ways (no single-instruction permute below VBMI) or of 4.
     if (!power_of_two) return run_bytes < 16;
-    return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1);
+    // 2-way interleaves of runs up to 8 bytes too (d2s channels-first K = 3 b2 C16 / C64 of 8 x 8 x
+    // 8 pixels, two steps): Zen 5, the 3 grid cells (64 KiB), both plans in one process
+    // (bench/plan_ab, 31 samples, both orders) 1.73-2.66x / 1.27-1.68x on one / two threads (CRD
+    // C16 of bytes 0.18 -> 0.49 of memcpy). Runs of 12-14 bytes went both ways (0.72-1.50x over 8
+    // cells), and so did the 2-way de-interleaves of the same s2d cells (0.67-1.32x): they keep
+    // the staged shuffle.
+    constexpr std::int64_t max_gathered_two_way_staged_run_bytes = 8;
+    return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1) ||
+           (tile.interleave && ways == 2 && run_bytes <= max_gathered_two_way_staged_run_bytes);
   }
   if (plan.width < 16) return steps <= 3;
   // Run copies of 24- and 48-byte elements (two overlapping 16- or 32-byte pieces each) lose to
