@@ -29,7 +29,9 @@ static_assert(2 * max_gather_period_bytes <= strip_bytes, "a long row must hold 
 // 0.63 of memcpy), the same cells of 64 MiB 1.06x on one (0.95-1.26x). Strips of 4 KiB for the
 // other streamed rows lost (rows of 5.8 KiB cut into strips of 2 periods, s2d channels-last K = 3
 // DCR b3 C1 of bytes, 0.86x; rows sharing their source, d2s NHWC CRD b3 C1 of bytes, 0.91x), as
-// did strips of 2 KiB (0.8-1.07x) and 1 KiB (0.7-0.9x) of any row. Not measured on AMD's cores.
+// did strips of 2 KiB (0.8-1.07x) and 1 KiB (0.7-0.9x) of any row. On a Zen 5 strips of 16 KiB lost
+// far past the cache as well (0.82x over the 24 cells of periods over 512 bytes at 256 MiB, one
+// thread, bench/plan_ab), but won where the output stays in its L3 (see wide_strips below).
 constexpr std::int64_t streamed_long_row_strip_bytes = 4096;
 static_assert(2 * max_gather_period_bytes <= streamed_long_row_strip_bytes, "a long row must hold whole periods");
 // ... or of 8 KiB where the planner says so (gather_rows::wide_strips; see

@@ -1666,7 +1666,6 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
     return vbmi ? gather_beats(plan, steps, block_bytes, row_bytes)
                 : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
   };
-
   auto single_block_beats = [&](double steps, std::int64_t period_bytes, std::int64_t block_bytes) {
     return vbmi ? block_gather_beats(plan, steps, block_bytes)
                 : avx2_gather_beats(plan, steps, period_bytes, block_bytes, true);
