@@ -4134,6 +4134,28 @@ TEST_F(PermuteGather, TwoWayStagedInterleavesOfShortRunsGather) {
   EXPECT_FALSE(deinterleave.shuffle->interleave) << describe(deinterleave);
 }
 
+// Staged 4-way interleaves of runs of one line (64 bytes) take a gather of two steps where the
+// output stays in the cache: depth_to_space channels-first K = 3 CRD b4 C1 of 4-byte elements over
+// 16 x 16 x 16 pixels (1 MiB), against the element loop (expect_gather_matches); not for 16
+// channels (16 MiB, whose output streams), nor for runs of 44 bytes (11 x 11 x 11 pixels).
+TEST_F(PermuteGather, FourWayStagedInterleavesOfLineRunsGatherInTheCache) {
+  // [C, bd, bh, bw, D, H, W] -> [C, D, bd, H, bh, W, bw]
+  auto to_space = [](std::int64_t channels, std::int64_t side) {
+    return packed_transpose({channels, 4, 4, 4, side, side, side}, {0, 4, 1, 5, 2, 6, 3}, 4);
+  };
+  const auto lines = to_space(1, 16);
+  const permute_plan plan = plan_permute(lines, 4);
+  ASSERT_TRUE(plan.gather) << describe(plan);
+  EXPECT_LE(plan.gather->program->steps_per_chunk(), 2.0) << describe(plan);
+  std::mt19937_64 rng(61);
+  ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, lines, 4, 64 * 4096 * 4, rng));
+  const permute_plan streamed = plan_permute(to_space(16, 16), 4);
+  EXPECT_FALSE(streamed.gather) << describe(streamed);
+  EXPECT_TRUE(streamed.streams) << describe(streamed);
+  const permute_plan shorter = plan_permute(to_space(1, 11), 4);
+  EXPECT_FALSE(shorter.gather) << describe(shorter);
+}
+
 // On a Zen 5, 24-byte elements in destination blocks of 2 or 4 take the gather at every size short
 // of far past the cache: space_to_depth NHWC DCR b2 C3 of 4-byte elements (runs of 24 bytes, blocks
 // of 48) at 1 MiB, and b4 C3 of 2-byte ones (blocks of 96) at 64 KiB, each against the element loop

@@ -1289,8 +1289,20 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
     // cells), and so did the 2-way de-interleaves of the same s2d cells (0.67-1.32x): they keep
     // the staged shuffle.
     constexpr std::int64_t max_gathered_two_way_staged_run_bytes = 8;
+    // 4-way interleaves of runs of one line take it too (64 bytes: d2s NCHW / channels-first K = 3
+    // b4 of 16 x 16 pixels of 4-byte elements, channels-last K = 3 and NHWC CRD b8 C4 of 8-byte
+    // ones), where the output stays in the cache: a two-step gather builds each line from four quarter-lines
+    // where the staged shuffle wrote the buffer and copied it out again. Zen 5, the 14 grid cells
+    // (64 KiB and 1 MiB; at 64 KiB the staged plan had given way to the AVX2 interleave), both plans
+    // in one process (bench/plan_ab, 21 samples, both orders): 1.08-1.21x / 0.97-1.10x at 64 KiB on
+    // one / two threads, 1.11-1.17x / 1.12-1.21x at 1 MiB (d2s channels-last K = 3 CRD b8 C4 of
+    // 8-byte elements 0.62 -> 0.73 of memcpy). Runs of 44-104 bytes, whose gathers take 2.2-2.6
+    // steps, lost (0.55-0.71x), and so did streamed outputs of 64-byte runs at 16 MiB (0.80-1.06x).
+    constexpr std::int64_t gathered_four_way_staged_run_bytes = 64;
+    const bool line_runs_in_cache =
+        tile.interleave && ways == 4 && run_bytes == gathered_four_way_staged_run_bytes && !output_streams(plan);
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1) ||
-           (tile.interleave && ways == 2 && run_bytes <= max_gathered_two_way_staged_run_bytes);
+           (tile.interleave && ways == 2 && run_bytes <= max_gathered_two_way_staged_run_bytes) || line_runs_in_cache;
   }
   if (plan.width < 16) return steps <= 3;
   // Run copies of 24- and 48-byte elements (two overlapping 16- or 32-byte pieces each) lose to
