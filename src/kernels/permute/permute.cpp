@@ -1291,13 +1291,13 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
     constexpr std::int64_t max_gathered_two_way_staged_run_bytes = 8;
     // 4-way interleaves of runs of one line take it too (64 bytes: d2s NCHW / channels-first K = 3
     // b4 of 16 x 16 pixels of 4-byte elements, channels-last K = 3 and NHWC CRD b8 C4 of 8-byte
-    // ones), where the output stays in the cache: a two-step gather builds each line from four quarter-lines
-    // where the staged shuffle wrote the buffer and copied it out again. Zen 5, the 14 grid cells
-    // (64 KiB and 1 MiB; at 64 KiB the staged plan had given way to the AVX2 interleave), both plans
-    // in one process (bench/plan_ab, 21 samples, both orders): 1.08-1.21x / 0.97-1.10x at 64 KiB on
-    // one / two threads, 1.11-1.17x / 1.12-1.21x at 1 MiB (d2s channels-last K = 3 CRD b8 C4 of
-    // 8-byte elements 0.62 -> 0.73 of memcpy). Runs of 44-104 bytes, whose gathers take 2.2-2.6
-    // steps, lost (0.55-0.71x), and so did streamed outputs of 64-byte runs at 16 MiB (0.80-1.06x).
+    // ones), where the output stays in the cache: a two-step gather builds each line from four
+    // quarter-lines where the staged shuffle wrote the buffer and copied it out again. Zen 5, the
+    // 14 grid cells (64 KiB and 1 MiB; at 64 KiB the staged plan had given way to the AVX2
+    // interleave), both plans in one process (bench/plan_ab, 21 samples, both orders): 1.08-1.21x /
+    // 0.97-1.10x at 64 KiB on one / two threads, 1.11-1.17x / 1.12-1.21x at 1 MiB (d2s
+    // channels-last K = 3 CRD b8 C4 of 8-byte elements 0.62 -> 0.73 of memcpy). Runs of 44-104 bytes, whose gathers
+    // take 2.2-2.6 steps, lost (0.55-0.71x), and so did streamed outputs of 64-byte runs at 16 MiB (0.80-1.06x).
     constexpr std::int64_t gathered_four_way_staged_run_bytes = 64;
     const bool line_runs_in_cache =
         tile.interleave && ways == 4 && run_bytes == gathered_four_way_staged_run_bytes && !output_streams(plan);
@@ -1331,10 +1331,9 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
   // depth_to_space (0.62-0.93x but for one cell at 64 KiB). Far past the cache such gathers went
   // both ways (0.80-2.3x over 6 cells at 256 MiB) and are not taken.
   const bool words_not_power_of_two = plan.width % 8 == 0 && !std::has_single_bit(plan.width);
-  const bool streamed_into_cache_sized_output = runtime::planning_core_kind() == runtime::core_kind::amd_zen5 &&
-                                                gather_strips_stream(plan) &&
-                                                plan.total_bytes < streamed_gather_output_bytes;
   const bool zen5 = runtime::planning_core_kind() == runtime::core_kind::amd_zen5;
+  const bool streamed_into_cache_sized_output =
+      zen5 && gather_strips_stream(plan) && plan.total_bytes < streamed_gather_output_bytes;
   if (zen5 && short_block_of_24_byte_elements(plan.width, block_bytes) && steps <= 2 &&
       plan.total_bytes < streamed_gather_output_bytes) {
     return true;
@@ -2324,17 +2323,18 @@ bool gathers_prefetch_next_strip(const permute_plan& plan) {
 // go in strips of 8 KiB where the period exceeds 512 bytes and the output is under 32 MiB. The 24
 // grid cells of streamed long rows with such periods (s2d NHWC b3 of 1-16 channels and b8 C3 of
 // 4-byte elements, s2d channels-last K = 3 b4 / b8 C3), both strips in one process (bench/plan_ab,
-// 7-21 samples, both orders), one thread: 12 MiB 1.03x (0.95-1.33x), 16 MiB 1.13x (0.99-1.23x; s2d
-// NHWC CRD b3 C3 of bytes 0.48 -> 0.56 of memcpy; as chosen here, another run 1.07-1.35x), 32 MiB 1.04x (0.89-1.43x),
-// 48 MiB 0.98x, 64 MiB 0.96x, 256 MiB 0.96x (0.88-1.00x); two threads, 16 MiB 1.06x (0.99-1.19x), 32 MiB 0.96x. Strips
-// of 16 KiB gained more at 16 MiB (1.14x) but lost from 32 MiB (0.82x at 256 MiB) and at 12 MiB (0.86x for s2d NHWC DCR
-// b3 C16 of bytes), and for periods of 64-512 bytes at 16 MiB (s2d NHWC CRD b4 C4, b4 C16, b8 C4: 0.82-0.89x).
-constexpr std::int64_t min_zen5_wide_strip_period_bytes = 513;
+// 7-21 samples, both orders), one thread: 12 MiB 1.03x (0.95-1.33x), 16 MiB 1.13x (0.99-1.23x;
+// s2d NHWC CRD b3 C3 of bytes 0.48 -> 0.56 of memcpy; as chosen here, another run 1.07-1.35x),
+// 32 MiB 1.04x (0.89-1.43x), 48 MiB 0.98x, 64 MiB 0.96x, 256 MiB 0.96x (0.88-1.00x); two threads,
+// 16 MiB 1.06x (0.99-1.19x), 32 MiB 0.96x. Strips of 16 KiB gained more at 16 MiB (1.14x) but
+// lost from 32 MiB (0.82x at 256 MiB) and at 12 MiB (0.86x for s2d NHWC DCR b3 C16 of bytes),
+// and for periods of 64-512 bytes at 16 MiB (s2d NHWC CRD b4 C4, b4 C16, b8 C4: 0.82-0.89x).
+constexpr std::int64_t max_zen5_narrow_strip_period_bytes = 512;
 constexpr std::int64_t zen5_last_level_cache_bytes = std::int64_t{32} << 20;
 bool gathers_stream_wide_strips(const permute_plan& plan) {
   return plan.gather && runtime::planning_core_kind() == runtime::core_kind::amd_zen5 && output_streams(plan) &&
          plan.total_bytes < zen5_last_level_cache_bytes &&
-         plan.gather->program->period_dst_bytes >= min_zen5_wide_strip_period_bytes;
+         plan.gather->program->period_dst_bytes > max_zen5_narrow_strip_period_bytes;
 }
 
 // gather_tile::grouped_rows_bytes. A Zen 5 groups rows of up to 8 KiB, and of up to 16 KiB where
