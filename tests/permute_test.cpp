@@ -4776,6 +4776,38 @@ std::vector<permute_axis> space_depth_axes(bool to_space, bool channels_last, bo
   return packed_transpose(shape, perm, width);
 }
 
+// Staged 3-way shuffles (RGB pixels) take a gather of up to 5 steps per chunk for runs up to 4
+// bytes, and of up to 3 for runs of 8: space_to_depth NHWC CRD b4 C3 of bytes (runs of 4 bytes),
+// depth_to_space channels-last K = 3 CRD b2 C3 of bytes (runs of 2) and NHWC CRD b2 C3 of 4-byte
+// elements (runs of 8), each against the element loop (expect_gather_matches); not the 4-way
+// shuffles of depth_to_space channels-last K = 3 CRD b4 C4 of bytes, nor 3-way runs of 3 bytes at 6
+// steps (space_to_depth channels-last K = 3 CRD b3 C3 of bytes).
+TEST_F(PermuteGatherAvx2, StagedThreeWayShufflesOfShortRunsGather) {
+  struct gathered {
+    std::vector<permute_axis> axes;
+    std::int64_t width;
+    std::int64_t bytes;
+    double most_steps;
+  };
+  const std::vector<gathered> cases = {
+      {space_depth_axes(false, true, false, 4, 3, {37, 37}, 1), 1, 37 * 37 * 48, 5.0},
+      {space_depth_axes(true, true, false, 2, 3, {14, 14, 14}, 1), 1, 14 * 14 * 14 * 24, 5.0},
+      {space_depth_axes(true, true, false, 2, 3, {37, 37}, 4), 4, 37 * 37 * 12 * 4, 3.0},
+  };
+  std::mt19937_64 rng(67);
+  for (const gathered& c : cases) {
+    const permute_plan plan = plan_permute(c.axes, static_cast<std::size_t>(c.width));
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    EXPECT_GT(plan.gather->program->steps_per_chunk(), 2.0) << describe(plan);
+    EXPECT_LE(plan.gather->program->steps_per_chunk(), c.most_steps) << describe(plan);
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, c.axes, c.width, c.bytes, rng)) << describe(plan);
+  }
+  const permute_plan four_ways = plan_permute(space_depth_axes(true, true, false, 4, 4, {6, 6, 6}, 1), 1);
+  EXPECT_FALSE(four_ways.gather) << describe(four_ways);
+  const permute_plan six_steps = plan_permute(space_depth_axes(false, true, false, 3, 3, {13, 13, 13}, 1), 1);
+  EXPECT_FALSE(six_steps.gather) << describe(six_steps);
+}
+
 // A Zen 5 walks gather calls whose rows hold 2-8 KiB in groups of rows, and those of 8-16 KiB where
 // the strips stream (gather_tile::grouped_rows_bytes); other CPUs only under 2 KiB: d2s NHWC CRD b3
 // C1 of bytes, W = 341 (3 rows of 1,023 bytes a call, 1 MiB) and W = 1365 (3 of 4,095, 16 MiB).

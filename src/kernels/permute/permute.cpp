@@ -1498,6 +1498,17 @@ constexpr std::int64_t min_avx2_gather_block_bytes = 32;
 // Outside the cache, periods of 864 bytes lost where the same shuffles won in cache (s2d NHWC CRD
 // b3 C3 of 1- and 2-byte elements: 0.56-0.62x at 16 MiB, 2.4x at 1 MiB); 288 bytes still won.
 constexpr std::int64_t max_avx2_streamed_gather_period_bytes = 512;
+// Staged 3-way shuffles (RGB pixels: s2d / d2s NHWC and channels-last K = 3 CRD of 3 channels) of
+// runs up to 4 bytes pay for a fifth step, and of 8 bytes for a third: the staging copies each
+// 2-8 byte run into its buffer and out. Zen 3 without AVX-512, the 7 grid families this adds (each
+// cell planned both ways in one process, bench/plan_ab, 31 / 21 / 9 / 5 samples at 64 KiB / 1 MiB
+// / 16 MiB / 256 MiB, both orders), one / two threads: 1.47-3.53x / 1.37-3.34x at 64 KiB,
+// 1.95-4.52x / 1.89-4.20x at 1 MiB, 1.07-2.99x / 1.09-2.61x at 16 MiB, 0.97-1.96x / 0.98-2.07x at
+// 256 MiB (s2d NHWC CRD b4 C3 of bytes at 1 MiB 0.10 -> 0.37 of memcpy). The same reach over 4-way
+// segmented shuffles lost (0.40-0.95x but for d2s NHWC CRD b4 C4 of bytes in the cache), as did
+// 3-way runs of 3-4 bytes at 6 steps (0.60-1.37x) and of 8 bytes at 4-5 (0.37-1.43x).
+constexpr std::int64_t max_odd_way_staged_gather_run_bytes = 4;
+constexpr double max_odd_way_staged_gather_steps = 5;
 bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t period_bytes, std::int64_t row_bytes,
                        bool single_block) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
@@ -1508,6 +1519,12 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
     const shuffle_tile& tile = *plan.shuffle;
     const auto run_bytes = static_cast<std::int64_t>(plan.width) * tile.run.extent;
     if (tile.segment_copy.copy == nullptr) return run_bytes < 16 && steps <= 4;
+    const bool power_of_two = std::has_single_bit(tile.offsets.size());
+    if (!power_of_two &&
+        ((run_bytes <= max_odd_way_staged_gather_run_bytes && steps <= max_odd_way_staged_gather_steps) ||
+         (run_bytes <= 8 && steps <= 3))) {
+      return true;
+    }
     return (run_bytes < 4 && steps <= 4) || (run_bytes < 8 && steps <= 3) || (run_bytes < 16 && steps <= 2);
   }
   if (streams) return false;
