@@ -4808,6 +4808,31 @@ TEST_F(PermuteGatherAvx2, StagedThreeWayShufflesOfShortRunsGather) {
   EXPECT_FALSE(six_steps.gather) << describe(six_steps);
 }
 
+// Run copies whose tile rows hold at most 4 runs (space_to_depth's block columns) take a gather in
+// the cache where its period is short: s2d NHWC DCR b2 C3 of 2-byte elements (96-byte periods) and
+// b3 C4 of bytes (288 bytes), each against the element loop (expect_gather_matches); the latter
+// not from 8 MiB on (12.6 MB), nor periods of 864 bytes (channels-last K = 3 DCR b3 C1 of 4-byte
+// elements), nor the many runs a row of depth_to_space (NHWC DCR b4 C3 of bytes).
+TEST_F(PermuteGatherAvx2, RunCopiesOfFewRunsARowGatherInTheCache) {
+  std::mt19937_64 rng(71);
+  const auto short_period = space_depth_axes(false, true, true, 2, 3, {52, 52}, 2);
+  const auto long_period = space_depth_axes(false, true, true, 3, 4, {43, 43}, 1);
+  for (const auto& [axes, width] : {std::pair{&short_period, 2}, std::pair{&long_period, 1}}) {
+    const permute_plan plan = plan_permute(*axes, width);
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    EXPECT_FALSE(plan.gather->program->single_block) << describe(plan);
+    const std::int64_t bytes = plan.total_bytes;
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, *axes, width, bytes, rng)) << describe(plan);
+  }
+  const permute_plan large = plan_permute(space_depth_axes(false, true, true, 3, 4, {591, 591}, 1), 1);
+  EXPECT_FALSE(large.streams) << describe(large);
+  EXPECT_FALSE(large.gather) << describe(large);
+  const permute_plan long_periods = plan_permute(space_depth_axes(false, true, true, 3, 1, {8, 8, 8}, 4), 4);
+  EXPECT_FALSE(long_periods.gather) << describe(long_periods);
+  const permute_plan many_runs = plan_permute(space_depth_axes(true, true, true, 4, 3, {37, 37}, 1), 1);
+  EXPECT_FALSE(many_runs.gather) << describe(many_runs);
+}
+
 // A Zen 5 walks gather calls whose rows hold 2-8 KiB in groups of rows, and those of 8-16 KiB where
 // the strips stream (gather_tile::grouped_rows_bytes); other CPUs only under 2 KiB: d2s NHWC CRD b3
 // C1 of bytes, W = 341 (3 rows of 1,023 bytes a call, 1 MiB) and W = 1365 (3 of 4,095, 16 MiB).

@@ -1509,6 +1509,32 @@ constexpr std::int64_t max_avx2_streamed_gather_period_bytes = 512;
 // 3-way runs of 3-4 bytes at 6 steps (0.60-1.37x) and of 8 bytes at 4-5 (0.37-1.43x).
 constexpr std::int64_t max_odd_way_staged_gather_run_bytes = 4;
 constexpr double max_odd_way_staged_gather_steps = 5;
+// Run copies whose tile rows hold at most 4 runs (space_to_depth's block columns: NHWC and
+// channels-last K = 3 DCR of 3-4 channels, CRD of one), of elements under 16 bytes, take gathers of
+// up to 2 steps (4 for elements under 8 bytes) in the cache where the period is short: each tile
+// row's copy loop is all overhead. Zen 3 without AVX-512, each cell planned both ways in one
+// process (bench/plan_ab, 31 / 21 / 11 / 9 / 7 samples, both orders), one / two threads:
+// - periods of 96-192 bytes (s2d NHWC DCR b2 C3 of 2-byte elements and b4 C3 of bytes,
+//   channels-last K = 3 DCR b2 C3 of 1- and 2-byte elements and b4 C3 of bytes): 1.20-2.42x /
+//   1.16-1.81x at 64 KiB, 1.26-2.34x / 1.34-2.32x at 1 MiB (channels-last b2 C3 of bytes 0.18 ->
+//   0.41 of memcpy), 1.48-2.54x / 1.41-2.89x at 4 MiB, 1.28-2.74x / 1.34-2.79x at 8 MiB,
+//   1.03-1.16x / 0.95-1.15x at 12 MiB;
+// - periods of 288 bytes (s2d NHWC b3 of 4 channels of bytes, one of 4-byte elements) only below
+//   8 MiB: 1.09-1.11x / 1.04-1.11x at 64 KiB, 1.09-1.14x / 1.21-1.24x at 1 MiB, 1.16-1.27x /
+//   1.21-1.26x at 4 MiB, 0.97-1.14x / 1.06-1.11x at 8 MiB, 0.69-0.74x / 0.76-0.79x at 12 MiB;
+// - periods of 864 bytes (channels-last K = 3 b3) went both ways (0.90-1.29x) and keep the copy.
+// Tiles of more runs a row (depth_to_space's) lost (0.39-1.17x).
+constexpr std::int64_t max_few_runs_a_row = 4;
+constexpr std::int64_t max_short_few_runs_period_bytes = 192;
+constexpr std::int64_t max_few_runs_period_bytes = 288;
+constexpr std::int64_t max_few_runs_long_period_output_bytes = std::int64_t{8} << 20;
+bool few_runs_a_row_gather(const permute_plan& plan, double steps, std::int64_t period_bytes) {
+  if (plan.col.extent > max_few_runs_a_row || plan.width >= 16) return false;
+  if (steps > (plan.width < 8 ? 4 : 2)) return false;
+  return period_bytes <= max_short_few_runs_period_bytes ||
+         (period_bytes <= max_few_runs_period_bytes && plan.total_bytes < max_few_runs_long_period_output_bytes);
+}
+
 bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t period_bytes, std::int64_t row_bytes,
                        bool single_block) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
@@ -1530,6 +1556,7 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
   if (streams) return false;
   if (plan.kernel.copy == select_tile_kernel(plan.width).copy) return steps <= 16;
   if (plan.width < 4) return steps <= 4 || (!single_block && steps <= 6);
+  if (!single_block && few_runs_a_row_gather(plan, steps, period_bytes)) return true;
   return plan.width < 8 && !single_block && steps <= 3;
 }
 
