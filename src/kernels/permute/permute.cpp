@@ -1509,6 +1509,7 @@ constexpr std::int64_t max_avx2_streamed_gather_period_bytes = 512;
 // 3-way runs of 3-4 bytes at 6 steps (0.60-1.37x) and of 8 bytes at 4-5 (0.37-1.43x).
 constexpr std::int64_t max_odd_way_staged_gather_run_bytes = 4;
 constexpr double max_odd_way_staged_gather_steps = 5;
+constexpr std::int64_t max_odd_way_staged_three_step_gather_run_bytes = 8;
 // Run copies whose tile rows hold at most 4 runs (space_to_depth's block columns: NHWC and
 // channels-last K = 3 DCR of 3-4 channels, CRD of one), of elements under 16 bytes, take gathers of
 // up to 2 steps (4 for elements under 8 bytes) in the cache where the period is short: each tile
@@ -1548,7 +1549,7 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
     const bool power_of_two = std::has_single_bit(tile.offsets.size());
     if (!power_of_two &&
         ((run_bytes <= max_odd_way_staged_gather_run_bytes && steps <= max_odd_way_staged_gather_steps) ||
-         (run_bytes <= 8 && steps <= 3))) {
+         (run_bytes <= max_odd_way_staged_three_step_gather_run_bytes && steps <= 3))) {
       return true;
     }
     return (run_bytes < 4 && steps <= 4) || (run_bytes < 8 && steps <= 3) || (run_bytes < 16 && steps <= 2);
