@@ -315,17 +315,19 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
   return buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
 }
 
-// The AVX-512 shuffles with streaming stores (outputs larger than the cache): straight through
-// each kernel, destination rows on cache lines (streamed) and off them (interleaves stream from
-// the first whole line, or through a line_sink where no position's output starts one;
-// de-interleaves store as usual), runs of half a vector, whole vectors plus masked tails, runs
-// past a block-transposing kernel's 16 KiB pieces, two repeat positions; compared with the
-// element-by-element copy.
+// The AVX-512 and AVX2 shuffles with streaming stores (outputs larger than the cache): straight
+// through each kernel, destination rows on cache lines (streamed) and off them (AVX-512
+// interleaves stream from the first whole line, or through a line_sink where no position's
+// output starts one; AVX2 ones of 2-16 ways from the first position whose output starts a line,
+// the positions before it with ordinary stores; de-interleaves store as usual), runs of half a
+// vector, whole vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces,
+// two repeat positions; compared with the element-by-element copy. The AVX-512 kernels need a
+// CPU with AVX-512.
 TEST(PermuteRun, StreamingShufflesMatch) {
-  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(31);
   auto round_up = [](std::int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  for (std::int64_t b : {2, 3, 4, 8, 16, 32, 64}) {
+  for (std::int64_t b : {2, 3, 4, 8, 9, 16, 32, 64}) {
     for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       const std::int64_t lanes = 64 / width;
       const std::int64_t piece = 16384 / (b * width);
@@ -335,8 +337,12 @@ TEST(PermuteRun, StreamingShufflesMatch) {
           // B = 3 for bytes: built from AVX2 and VBMI only; B = 32, 64: block transposes only.
           // Bytes run the VBMI build too where the CPU has it: its de-interleaves re-cut rows at
           // odd offsets into lines, the other builds at even offsets only.
-          std::vector<shuffle_fn> kernels{b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
-                                                                : shuffle_kernel_avx512(w, b, interleave)};
+          std::vector<shuffle_fn> kernels{b > max_register_ways ? transposing_shuffle_kernel_avx2(w, b, interleave)
+                                                                : shuffle_kernel_avx2(w, b, interleave)};
+          if (detected_isa() >= isa::avx512) {
+            kernels.push_back(b > max_register_ways ? transposing_shuffle_kernel_avx512(w, b, interleave)
+                                                    : shuffle_kernel_avx512(w, b, interleave));
+          }
           if (width == 1 && b <= max_register_ways && detected_isa() >= isa::avx512vbmi)
             kernels.push_back(shuffle_kernel_avx512vbmi(w, b, interleave));
           // Rows off lines: interleaves stream from their first whole line (8 and 16 never reach
@@ -981,19 +987,45 @@ tile_shape padded_source_tile(std::int64_t width, std::int64_t dst_col, std::int
           .dst_col = dst_col};
 }
 
-// AVX2 copies of runs of 4 vectors or more into outputs larger than the cache keep the plain
-// vector loop (the blocks of the in-cache copy lost there); both against per-run memcpy.
-TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsKeepTheVectorLoop) {
+// AVX2 copies of runs of 4 vectors or more into outputs larger than the cache stream each run's
+// whole lines and write its partial first and last lines with ordinary stores; shorter runs keep
+// their ordinary copies. Every head and tail length (0-63 bytes) against per-run memcpy, in tiles
+// whose runs continue one another in the destination (streamed) and tiles with gaps between them
+// (whose bytes must stay untouched; copied the ordinary way), and a tile whose runs continue
+// down each column (streamed) and one whose columns are too short for that.
+TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsStreamTheirWholeLines) {
   if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
   std::mt19937_64 rng(47);
-  for (std::int64_t width : {127, 129, 200, 1000}) {
+  for (std::int64_t width : {63, 64, 65, 127, 128, 129, 200, 1000}) {
     for (bool large_output : {false, true}) {
       const tile_kernel kernel = run_tile_kernel_avx2(static_cast<std::size_t>(width), large_output);
-      EXPECT_STREQ(kernel.name, large_output && width >= 128 ? "copy_runs_vector_loop_avx2" : "copy_runs_avx2");
-      const tile_shape t = padded_source_tile(width, width, 5 * width, 15 * width + 64);
-      for (std::int64_t misalign : {0, 1, 17}) {
-        ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
-            << "width=" << width << " misalign=" << misalign;
+      const bool streams = large_output && width >= 128;
+      EXPECT_STREQ(kernel.name, streams        ? "copy_runs_streaming_avx2"
+                                : width == 64  ? "copy_x512_avx2"
+                                : width == 128 ? "copy_x1024_avx2"
+                                               : "copy_runs_avx2");
+      for (std::int64_t gap : {0, 7}) {
+        const std::int64_t col = width + gap;
+        const tile_shape t = padded_source_tile(width, col, 5 * col + gap, 15 * col + 64);
+        for (std::int64_t misalign = 0; misalign < 64; misalign += large_output ? 1 : 17) {
+          ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
+              << "width=" << width << " gap=" << gap << " misalign=" << misalign;
+        }
+      }
+      for (std::int64_t rows : {8, 100}) {
+        const tile_shape down{.planes = 2,
+                              .rows = rows,
+                              .cols = 3,
+                              .src_plane = 3 * rows * width + 64,
+                              .src_row = 3 * width,
+                              .src_col = width,
+                              .dst_plane = 3 * rows * width + 5,
+                              .dst_row = width,
+                              .dst_col = rows * width};
+        for (std::int64_t misalign : {0, 1, 31, 63}) {
+          ASSERT_TRUE(tile_copy_matches(kernel, down, width, misalign, rng))
+              << "width=" << width << " rows=" << rows << " misalign=" << misalign;
+        }
       }
     }
   }
@@ -2577,7 +2609,7 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   set_max_isa(isa::avx2);
   for (runtime::core_kind cores : {runtime::core_kind::other, runtime::core_kind::intel}) {
     runtime::plan_for_core_kind_for_testing(cores);
-    EXPECT_EQ(kernel_name(plan_permute(space_to_depth(230, 2, 80, 1), 1)), "copy_runs_vector_loop_avx2");
+    EXPECT_EQ(kernel_name(plan_permute(space_to_depth(230, 2, 80, 1), 1)), "copy_runs_streaming_avx2");
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
