@@ -319,7 +319,8 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 // through each kernel, destination rows on cache lines (streamed) and off them (AVX-512
 // interleaves stream from the first whole line, or through a line_sink where no position's
 // output starts one; AVX2 ones of 2-16 ways from the first position whose output starts a line,
-// the positions before it with ordinary stores; de-interleaves store as usual), runs of half a
+// the positions before it with ordinary stores; AVX2 de-interleaves of 2 and 4 ways each row's
+// whole lines where all rows start at one offset into a line), runs of half a
 // vector, whole vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces,
 // two repeat positions; compared with the element-by-element copy. The AVX-512 kernels need a
 // CPU with AVX-512.
@@ -350,30 +351,39 @@ TEST(PermuteRun, StreamingShufflesMatch) {
           // of lane-wide elements shift every vector into lines instead); de-interleaves join
           // each row's vectors into lines where every row starts at an even offset (1: odd rows
           // do not stream below VBMI).
+          // Shifted: every row (and the near side) of whole lines, the destination `misalign` bytes
+          // past a line, so that all rows start at one offset into their lines (AVX2
+          // de-interleaves of 2 and 4 ways stream each row's whole lines from there).
           constexpr std::array<std::int64_t, 6> misaligns{0, 1, 2, 8, 16, 32};
-          for (std::size_t run_case = 0; run_case < kernels.size() * misaligns.size(); ++run_case) {
-            const shuffle_fn fn = kernels[run_case / misaligns.size()];
-            const std::int64_t misalign = misaligns[run_case % misaligns.size()];
-            if (fn == nullptr) continue;
-            // One far-side row per way, padded to whole lines (plus `misalign`); near side: all b
-            // ways of the run; the call repeats at two positions.
+          for (std::size_t run_case = 0; run_case < kernels.size() * misaligns.size() * 2; ++run_case) {
+            const shuffle_fn fn = kernels[run_case / (misaligns.size() * 2)];
+            const std::int64_t misalign = misaligns[run_case / 2 % misaligns.size()];
+            const bool shifted = run_case % 2 == 1;
+            if (fn == nullptr || (shifted && misalign == 0)) continue;
+            // One far-side row per way, padded to whole lines (plus `misalign` unless shifted); near
+            // side: all b ways of the run; the call repeats at two positions.
             const std::int64_t run_bytes = length * width;
-            const std::int64_t row = round_up(run_bytes) + misalign;
+            const std::int64_t pad = shifted ? 0 : misalign;
+            const std::int64_t row = round_up(run_bytes) + pad;
             const std::int64_t far_span = b * row;
-            const std::int64_t near_span = round_up(b * run_bytes) + misalign;
+            const std::int64_t near_span = round_up(b * run_bytes) + pad;
+            const std::int64_t dst_shift = shifted ? misalign : 0;
             std::vector<std::int64_t> offsets(static_cast<std::size_t>(b));
             for (std::int64_t j = 0; j < b; ++j) offsets[static_cast<std::size_t>(j)] = j * row;
             shuffle_repeat repeat;
             repeat.inner = {2, interleave ? far_span : near_span, interleave ? near_span : far_span};
             repeat.streaming = true;
+            repeat.far_past_cache = true;  // the AVX2 de-interleaves stream only then
             const std::int64_t src_span = 2 * (interleave ? far_span : near_span);
             const std::int64_t dst_span = 2 * (interleave ? near_span : far_span);
             std::vector<std::byte> src(static_cast<std::size_t>(src_span));
             for (auto& v : src) v = static_cast<std::byte>(rng());
-            // Line-aligned destinations: `misalign` alone decides whether rows start on lines.
-            std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 64), std::byte{0x5A});
+            // Line-aligned destinations, then shifted: `misalign` alone decides whether rows start
+            // on lines.
+            std::vector<std::byte> expected_storage(static_cast<std::size_t>(dst_span + 192), std::byte{0x5A});
             std::vector<std::byte> actual_storage(expected_storage);
-            std::byte* expected = line_start(expected_storage);
+            std::byte* expected = line_start(expected_storage) + dst_shift;
+            std::byte* actual = line_start(actual_storage) + dst_shift;
             for (std::int64_t i = 0; i < 2; ++i) {
               for (std::int64_t r = 0; r < length; ++r) {
                 for (std::int64_t j = 0; j < b; ++j) {
@@ -384,11 +394,15 @@ TEST(PermuteRun, StreamingShufflesMatch) {
                 }
               }
             }
-            fn(src.data(), line_start(actual_storage), length, offsets.data(), repeat);
-            const std::vector<std::byte> want(expected, expected + dst_span);
-            const std::vector<std::byte> got(line_start(actual_storage), line_start(actual_storage) + dst_span);
-            ASSERT_EQ(got, want) << "b=" << b << " w=" << width << " n=" << length << " interleave=" << interleave
-                                 << " misalign=" << misalign;
+            fn(src.data(), actual, length, offsets.data(), repeat);
+            // From the line the destination starts in to a line past its end: the bytes around
+            // it stay untouched too.
+            const auto window = [&](std::vector<std::byte>& storage) {
+              return std::vector<std::byte>(line_start(storage), line_start(storage) + dst_shift + dst_span + 64);
+            };
+            ASSERT_EQ(window(actual_storage), window(expected_storage))
+                << "b=" << b << " w=" << width << " n=" << length << " interleave=" << interleave
+                << " misalign=" << misalign << " shifted=" << shifted;
           }
         }
       }
@@ -1427,6 +1441,21 @@ void expect_matches_naive_on_and_off_a_line(const std::vector<permute_axis>& axe
 
 // Outputs of 12 MiB or more plan the streaming copy or shuffle, smaller ones the ordinary one; the
 // copy runs on two threads (each fences its own streaming stores).
+// A shuffle plan says whether its output lies far past the cache (64 MiB or more), where the AVX2
+// de-interleaves of 2 and 4 ways stream: NCHW DCR space_to_depth, b = 2, C = 1 of float32 at
+// 16 MiB (no) and 64 MiB (yes).
+TEST(PermutePlan, ShufflesSayWhetherTheirOutputIsFarPastTheCache) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2; this CPU has " << to_string(detected_isa());
+  set_max_isa(isa::avx2);
+  for (const auto& [side, far] : {std::pair{std::int64_t{2048}, false}, std::pair{std::int64_t{4096}, true}}) {
+    const auto axes = packed_transpose({1, 1, side / 2, 2, side / 2, 2}, {0, 3, 5, 1, 2, 4}, 4);
+    const permute_plan plan = plan_permute(axes, 4);
+    ASSERT_TRUE(plan.shuffle.has_value()) << describe(plan);
+    EXPECT_EQ(plan.shuffle->repeat.far_past_cache, far) << describe(plan);
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 TEST(PermutePlan, OutputsLargerThanTheCacheStream) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   set_max_isa(isa::avx512);

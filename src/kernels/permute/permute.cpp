@@ -1058,6 +1058,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   plan.shuffle->interleave = best->interleave;
   plan.shuffle->level = kernel.level;
   plan.shuffle->transposes = kernel.transposes;
+  plan.shuffle->repeat.far_past_cache = far_past_the_cache(plan);
   if (streams_short_rows_through_line_sinks(plan)) {
     plan.shuffle->repeat.streaming = true;
     plan.shuffle->streams_on_one_thread_only = streams_sunk_rows_on_one_thread_only(plan);

@@ -131,8 +131,12 @@ struct shuffle_repeat {
   permute_axis outer;
   permute_axis inner;
   /// The output is larger than the cache: the avx512 kernels write whole output vectors of runs
-  /// whose destination rows start on cache lines with non-temporal stores.
+  /// whose destination rows start on cache lines with non-temporal stores, the avx2 interleaves
+  /// of 2, 4, 8 and 16 ways from the first position whose output starts a line.
   bool streaming = false;
+  /// The output is far past the cache (64 MiB or more): the avx2 de-interleaves of 2 and 4 ways
+  /// stream too, where `streaming` and every way's row reaches a line at the same position.
+  bool far_past_cache = false;
   /// Short runs moved in one pass instead of staging them through a buffer (avx512 kernels; where,
   /// see permute.cpp). With P = 64 / B bytes per piece:
   ///   interleave:    for each 64-byte output vector k: piece j = row j's bytes [k*P, k*P + P);
