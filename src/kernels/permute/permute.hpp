@@ -134,8 +134,10 @@ struct shuffle_repeat {
   /// whose destination rows start on cache lines with non-temporal stores, the avx2 interleaves
   /// of 2, 4, 8 and 16 ways from the first position whose output starts a line.
   bool streaming = false;
-  /// The output is far past the cache (64 MiB or more): the avx2 de-interleaves of 2 and 4 ways
-  /// stream too, where `streaming` and every way's row reaches a line at the same position.
+  /// The output is far past the cache (64 MiB or more): with `streaming`, the avx2 kernels'
+  /// unstaged de-interleaves of 2 and 4 ways whose rows all reach a line at the same position,
+  /// and their 3- and 9-way interleaves of output rows of streamed_unaligned_interleave_bytes or
+  /// more, stream too.
   bool far_past_cache = false;
   /// Short runs moved in one pass instead of staging them through a buffer (avx512 kernels; where,
   /// see permute.cpp). With P = 64 / B bytes per piece:
