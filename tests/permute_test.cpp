@@ -319,8 +319,9 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 // through each kernel, destination rows on cache lines (streamed) and off them (AVX-512
 // interleaves stream from the first whole line, or through a line_sink where no position's
 // output starts one; AVX2 ones of 2-16 ways from the first position whose output starts a line,
-// the positions before it with ordinary stores; AVX2 de-interleaves of 2 and 4 ways each row's
-// whole lines where all rows start at one offset into a line), runs of half a
+// the positions before it with ordinary stores; AVX2 de-interleaves of 2-4 ways each row's
+// whole lines, shifted into them in registers where rows start at different offsets into their
+// lines, the positions before and after with ordinary stores), runs of half a
 // vector, whole vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces,
 // two repeat positions; compared with the element-by-element copy. The AVX-512 kernels need a
 // CPU with AVX-512.
@@ -332,7 +333,7 @@ TEST(PermuteRun, StreamingShufflesMatch) {
     for (std::int64_t width : {1, 2, 4, 8, 16, 32}) {
       const std::int64_t lanes = 64 / width;
       const std::int64_t piece = 16384 / (b * width);
-      for (std::int64_t length : {lanes / 2, lanes, lanes + 1, 3 * lanes + 5, piece + 35}) {
+      for (std::int64_t length : {lanes / 2, lanes, lanes + 1, 3 * lanes + 5, 9 * lanes + 7, piece + 35}) {
         for (bool interleave : {true, false}) {
           const auto w = static_cast<std::size_t>(width);
           // B = 3 for bytes: built from AVX2 and VBMI only; B = 32, 64: block transposes only.
@@ -351,6 +352,8 @@ TEST(PermuteRun, StreamingShufflesMatch) {
           // of lane-wide elements shift every vector into lines instead); de-interleaves join
           // each row's vectors into lines where every row starts at an even offset (1: odd rows
           // do not stream below VBMI).
+          // Unshifted, way j's row starts j x `misalign` bytes into a line (AVX2 de-interleaves of
+          // 2-4 ways of rows of 512 bytes or more shift each way's vectors into its lines).
           // Shifted: every row (and the near side) of whole lines, the destination `misalign` bytes
           // past a line, so that all rows start at one offset into their lines (AVX2
           // de-interleaves of 2 and 4 ways stream each row's whole lines from there).
