@@ -319,9 +319,10 @@ std::byte* line_start(std::vector<std::byte>& buffer) {
 // through each kernel, destination rows on cache lines (streamed) and off them (AVX-512
 // interleaves stream from the first whole line, or through a line_sink where no position's
 // output starts one; AVX2 ones of 2-16 ways from the first position whose output starts a line,
-// the positions before it with ordinary stores; AVX2 de-interleaves of 2-4 ways each row's
-// whole lines, shifted into them in registers where rows start at different offsets into their
-// lines, the positions before and after with ordinary stores), runs of half a
+// the positions before it with ordinary stores; AVX2 de-interleaves of 2 and 4 ways each row's
+// whole lines where all rows start at one offset into a line, and 2-way ones and 3-way ones of
+// 4-byte elements or wider, rows of 4 KiB or more, shifted into them in registers where rows
+// start at different offsets, the positions before and after with ordinary stores), runs of half a
 // vector, whole vectors plus masked tails, runs past a block-transposing kernel's 16 KiB pieces,
 // two repeat positions; compared with the element-by-element copy. The AVX-512 kernels need a
 // CPU with AVX-512.
@@ -352,12 +353,14 @@ TEST(PermuteRun, StreamingShufflesMatch) {
           // of lane-wide elements shift every vector into lines instead); de-interleaves join
           // each row's vectors into lines where every row starts at an even offset (1: odd rows
           // do not stream below VBMI).
-          // Unshifted, way j's row starts j x `misalign` bytes into a line (AVX2 de-interleaves of
-          // 2-4 ways of rows of 512 bytes or more shift each way's vectors into its lines).
+          // Unshifted, way j's row starts j x `misalign` bytes into a line. The AVX2 de-interleaves
+          // that shift each way's vectors into its lines (rows of piece + 35) find a way's first
+          // whole line at each of the 16-byte chunks 0-3 of its first two vectors across these
+          // misaligns (chunk 1 at 40 only).
           // Shifted: every row (and the near side) of whole lines, the destination `misalign` bytes
           // past a line, so that all rows start at one offset into their lines (AVX2
           // de-interleaves of 2 and 4 ways stream each row's whole lines from there).
-          constexpr std::array<std::int64_t, 6> misaligns{0, 1, 2, 8, 16, 32};
+          constexpr std::array<std::int64_t, 7> misaligns{0, 1, 2, 8, 16, 32, 40};
           for (std::size_t run_case = 0; run_case < kernels.size() * misaligns.size() * 2; ++run_case) {
             const shuffle_fn fn = kernels[run_case / (misaligns.size() * 2)];
             const std::int64_t misalign = misaligns[run_case / 2 % misaligns.size()];
