@@ -136,8 +136,10 @@ struct shuffle_repeat {
   bool streaming = false;
   /// The output is far past the cache (64 MiB or more): with `streaming`, the avx2 kernels'
   /// unstaged de-interleaves of 2 and 4 ways whose rows all reach a line at the same position,
-  /// and their 3- and 9-way interleaves of output rows of streamed_unaligned_interleave_bytes or
-  /// more, stream too.
+  /// 2-way ones and 3-way ones of 4-byte elements or wider, rows of 4 KiB or more, whose rows reach
+  /// lines at different positions (3-way ones at any; shifted into lines in registers), and
+  /// their 3- and 9-way interleaves of output rows of streamed_unaligned_interleave_bytes or more,
+  /// stream too.
   bool far_past_cache = false;
   /// Short runs moved in one pass instead of staging them through a buffer (avx512 kernels; where,
   /// see permute.cpp). With P = 64 / B bytes per piece:
