@@ -2435,6 +2435,33 @@ constexpr std::int64_t streamed_deinterleave_prefetch_bytes_on_intel = 2048;
 constexpr std::size_t max_prefetching_deinterleave_ways = 4;
 constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 
+// Whether an AVX2 de-interleave prefetches the next run's source as it moves each run (see
+// shuffle_repeat::prefetches_next_run): the source rows of s2d NCHW and NCHW_VECT_C, every b-th row
+// of the input, are runs that the hardware's prefetchers did not follow from one to the next. On a
+// Zen 3 (family 19h, model 1, 2 vCPUs, no AVX-512), the grid's s2d and d2s de-interleave cells
+// planned with and without it in one process (bench/plan_ab, both orders, one thread), geometric
+// means at 256 KiB / 1 MiB / 4 MiB / 16 MiB:
+// - s2d NCHW 2-way 1.06x / 1.11x / 1.14x / 1.13x (36-40 cells each; b2 C3 of bytes at 1 MiB 0.45 ->
+//   0.60 of memcpy), 4-way 1.05x / 1.11x / 1.08x / 1.03x, 8-way 1.01x / 1.04x / 1.05x / 1.12x, 3-way
+//   1.00x / 1.01x / 1.01x / 1.04x;
+// - s2d NCHW_VECT_C 2-way 1.11x / 1.16x / 1.16x / 1.26x, 4-way 1.10x / 1.11x / 1.06x / 1.05x;
+// - channels-first K = 3, whose rows are seldom 512 bytes, and d2s NHWC / channels-last K = 3
+//   de-interleaves, whose runs continue one another: 0.98x-1.02x per family;
+// - all 643-665 de-interleave cells 1.007x / 1.013x / 1.016x / 1.021x.
+// At 64 KiB, where the source is in L2 already, it lost (s2d NCHW 2-way 0.99x, NCHW_VECT_C 0.97x),
+// hence min_next_run_prefetch_output_bytes. Far past the cache (256 MiB, 340 cells of s2d NCHW,
+// NCHW_VECT_C and channels-first K = 3) the streamed calls do not prefetch (1.00x); prefetching
+// in their rows of ordinary stores too changed nothing either (1.00x). Before the limits in
+// next_run_source_bytes, runs of 256 bytes whose next one starts a run later lost (s2d NCHW b2 C64
+// of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x.
+constexpr std::int64_t min_next_run_prefetch_output_bytes = std::int64_t{256} << 10;
+bool deinterleaves_prefetch_next_run(const permute_plan& plan) {
+  if (!plan.shuffle || plan.shuffle->interleave || plan.shuffle->level != isa::avx2) return false;
+  const shuffle_tile& tile = *plan.shuffle;
+  return tile.segment_copy.copy == nullptr && tile.segmented == nullptr &&
+         plan.total_bytes >= min_next_run_prefetch_output_bytes;
+}
+
 // How far ahead a streamed de-interleave prefetches its source (0: it does not). On a Zen 5
 // (family 1Ah, model 2, 2 vCPUs) the same A/B over the 453 cells this rule would change (three
 // alternations, both orders): the 391 of 2-4 ways 1.00x / 1.02x on one / two threads (0.67x the
@@ -2587,6 +2614,7 @@ permute_plan plan_permute_at_every_level(std::span<const permute_axis> axes, std
   }
   if (plan.shuffle) plan.shuffle->repeat.source_prefetch_bytes = streamed_deinterleave_source_prefetch_bytes(plan);
   if (plan.shuffle) plan.shuffle->repeat.realigned_run_bytes = realigned_run_bytes_of(plan);
+  if (plan.shuffle) plan.shuffle->repeat.prefetches_next_run = deinterleaves_prefetch_next_run(plan);
   if (plan.shuffle && !sinks_streamed_deinterleave_rows(plan)) plan.shuffle->repeat.sinks_rows = false;
   if (plan.gather) plan.gather->grouped_rows_bytes = grouped_gather_rows_bytes_of(plan);
   if (plan.gather) plan.gather->prefetch_next_strip = gathers_prefetch_next_strip(plan);
@@ -3685,6 +3713,7 @@ std::string describe(const permute_plan& plan) {
             (plan.shuffle->repeat.source_prefetch_bytes > 0
                  ? " prefetching " + std::to_string(plan.shuffle->repeat.source_prefetch_bytes) + " ahead"
                  : std::string()) +
+            (plan.shuffle->repeat.prefetches_next_run ? " prefetching the next run" : "") +
             (plan.shuffle->repeat.realigned_run_bytes != realigned_deinterleave_run_bytes
                  ? " realigning rows from " + std::to_string(plan.shuffle->repeat.realigned_run_bytes) + " bytes"
                  : std::string()) +
