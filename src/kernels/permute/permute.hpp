@@ -154,9 +154,10 @@ struct shuffle_repeat {
   /// A streamed de-interleave's vector steps prefetch the source this many bytes ahead into the
   /// L2 cache (0: none; see streamed_deinterleave_source_prefetch_bytes in permute.cpp).
   std::int64_t source_prefetch_bytes = 0;
-  /// The avx2 kernels' unstaged de-interleaves prefetch into L1, step by step, the source of the
-  /// run after each one where it does not continue that run (runs of 512 bytes or more; see
-  /// deinterleaves_prefetch_next_run in permute.cpp).
+  /// The avx2 kernels' unstaged de-interleaves of elements of up to 8 bytes prefetch into L1, step
+  /// by step, the source of the run after each one where it does not continue that run (runs of
+  /// 512 bytes or more, in calls that do not stream; see deinterleaves_prefetch_next_run in
+  /// permute.cpp).
   bool prefetches_next_run = false;
   /// De-interleave rows of at least this many bytes whose destinations do not all start on cache
   /// lines are re-cut into whole lines (see realigned_deinterleave_run_bytes); the avx512 kernels.
