@@ -2451,9 +2451,11 @@ constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 // At 64 KiB, where the source is in L2 already, it lost (s2d NCHW 2-way 0.99x, NCHW_VECT_C 0.97x),
 // hence min_next_run_prefetch_output_bytes. Far past the cache (256 MiB, 340 cells of s2d NCHW,
 // NCHW_VECT_C and channels-first K = 3) the streamed calls do not prefetch (1.00x); prefetching
-// in their rows of ordinary stores too changed nothing either (1.00x). Before the limits in
+// their rows of ordinary stores as well changed nothing (1.00x). Before the limits in
 // next_run_source_bytes, runs of 256 bytes whose next one starts a run later lost (s2d NCHW b2 C64
-// of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x.
+// of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x. The AVX2
+// plans that AVX-512 cores take (Zen 4, Zen 5, Intel; see plan_permute) prefetch as well,
+// unmeasured there.
 constexpr std::int64_t min_next_run_prefetch_output_bytes = std::int64_t{256} << 10;
 bool deinterleaves_prefetch_next_run(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->interleave || plan.shuffle->level != isa::avx2) return false;
