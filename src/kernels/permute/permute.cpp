@@ -2452,7 +2452,7 @@ constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 // hence min_next_run_prefetch_output_bytes. Far past the cache (256 MiB, 340 cells of s2d NCHW,
 // NCHW_VECT_C and channels-first K = 3) the streamed calls do not prefetch (1.00x); prefetching
 // their rows of ordinary stores as well changed nothing (1.00x). Before the limits in
-// next_run_source_bytes, runs of 256 bytes whose next one starts a run later lost (s2d NCHW b2 C64
+// next_run_distances, runs of 256 bytes whose next one starts a run later lost (s2d NCHW b2 C64
 // of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x. The AVX2
 // plans that AVX-512 cores take (Zen 4, Zen 5, Intel; see plan_permute) prefetch as well,
 // unmeasured there.
