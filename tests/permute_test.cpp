@@ -4900,6 +4900,33 @@ TEST_F(PermuteGatherAvx2, RunCopiesOfFewRunsARowGatherInTheCache) {
   EXPECT_FALSE(many_runs.gather) << describe(many_runs);
 }
 
+// Where the output streams, run copies of few runs a row still take a gather for 3-byte elements of
+// up to 3 steps at any size, and for 6-byte ones of 96-byte periods short of far past the cache
+// (short_pixels_gather_where_the_output_streams): space_to_depth NHWC DCR b3 C1 of bytes
+// (12.6 MB) and channels-last K = 3 DCR b2 C3 of bytes (12.8 MB), each against the element loop
+// (expect_gather_matches); planned only, NHWC b3 C1 of bytes at 67 MB gathers too, and neither
+// NHWC DCR b2 C3 of bytes at 67 MB nor NHWC b3 C1 of 2-byte elements (288-byte periods, 12.7 MB).
+TEST_F(PermuteGatherAvx2, RunCopiesOfShortPixelsGatherWhereTheOutputStreams) {
+  std::mt19937_64 rng(151);
+  const auto three_byte_pixels = space_depth_axes(false, true, true, 3, 1, {1183, 1183}, 1);
+  const auto six_byte_pixels = space_depth_axes(false, true, true, 2, 3, {81, 81, 81}, 1);
+  for (const auto* axes : {&three_byte_pixels, &six_byte_pixels}) {
+    const permute_plan plan = plan_permute(*axes, 1);
+    EXPECT_TRUE(plan.streams) << describe(plan);
+    ASSERT_TRUE(plan.gather) << describe(plan);
+    EXPECT_FALSE(plan.gather->program->single_block) << describe(plan);
+    ASSERT_NO_FATAL_FAILURE(expect_gather_matches(plan, *axes, 1, plan.total_bytes, rng)) << describe(plan);
+  }
+  const permute_plan far_three_byte = plan_permute(space_depth_axes(false, true, true, 3, 1, {2731, 2731}, 1), 1);
+  EXPECT_TRUE(far_three_byte.gather) << describe(far_three_byte);
+  const permute_plan far_six_byte = plan_permute(space_depth_axes(false, true, true, 2, 3, {2366, 2366}, 1), 1);
+  EXPECT_GE(far_six_byte.total_bytes, std::int64_t{64} << 20) << describe(far_six_byte);
+  EXPECT_FALSE(far_six_byte.gather) << describe(far_six_byte);
+  const permute_plan long_period = plan_permute(space_depth_axes(false, true, true, 3, 1, {840, 840}, 2), 2);
+  EXPECT_TRUE(long_period.streams) << describe(long_period);
+  EXPECT_FALSE(long_period.gather) << describe(long_period);
+}
+
 // A Zen 5 walks gather calls whose rows hold 2-8 KiB in groups of rows, and those of 8-16 KiB where
 // the strips stream (gather_tile::grouped_rows_bytes); other CPUs only under 2 KiB: d2s NHWC CRD b3
 // C1 of bytes, W = 341 (3 rows of 1,023 bytes a call, 1 MiB) and W = 1365 (3 of 4,095, 16 MiB).

@@ -1491,7 +1491,9 @@ void add_lined_programs(gather_tile& tile, const axis_list& outer, const axis_li
 //   (up to 4 steps, or 6 for periodic programs: 1.3-2.8x) and of 6-byte ones (periodic, up to 3:
 //   1.2-1.8x).
 // Where the output is larger than the cache the copies tied or lost (0.79-1.05x: both are
-// memory-bound there) and keep their plan; the shuffles still won (1.4-5x), but for long periods.
+// memory-bound there) and keep their plan, but for the copies of 3- and 6-byte pixels of
+// short_pixels_gather_where_the_output_streams; the shuffles still won (1.4-5x), but for long
+// periods.
 // Rows of 117-192 bytes won too (1.1-1.6x, 5 cells); rows under two chunks (single blocks under
 // one), which the grid does not hold, keep their plan.
 constexpr std::int64_t min_avx2_gather_row_bytes = 64;
@@ -1537,6 +1539,32 @@ bool few_runs_a_row_gather(const permute_plan& plan, double steps, std::int64_t 
          (period_bytes <= max_few_runs_period_bytes && plan.total_bytes < max_few_runs_long_period_output_bytes);
 }
 
+// Where the output streams (streaming_output_bytes and more), run copies of few runs a row
+// (few_runs_a_row_gather's tiles) still lose to gathers of 3-byte elements of up to 3 steps, and
+// short of far past the cache of 6-byte ones with periods of up to 96 bytes: a copy of a 3- or
+// 6-byte run takes about 5 cycles, so the copies move about a byte a cycle, below what the memory
+// does. Zen 3 without AVX-512, each run-copy cell of the 16 MiB grid that has a gather, planned
+// both ways in one process (bench/plan_ab, 7 samples, both orders, 3 at 256 MiB), one / two
+// threads:
+// - 3-byte elements, 288-byte periods of 3 steps (s2d NHWC DCR and CRD b3 C1 of bytes): 1.78-2.29x
+//   / 1.64-1.93x at 16 MiB (0.13 -> 0.34 of memcpy), 1.33-1.48x / 1.61-1.64x at 32 MiB,
+//   1.27-1.34x / 1.56-1.66x at 256 MiB;
+// - 6-byte elements, 96-byte periods (s2d NHWC and channels-last K = 3 DCR b2 C3 of bytes, 2 and
+//   3.67 steps): 1.93-2.02x / 1.29-1.85x at 16 MiB, 1.37-1.96x / 1.40-1.78x at 32 MiB, at 256 MiB
+//   0.93x / 0.94x (NHWC) and 1.35x / 1.32x (channels-last), hence the limit.
+// Left to the copies: 6-byte elements of 288-byte periods (s2d NHWC b3 C1 of 2-byte elements,
+// 0.64-0.93x), 3-byte ones of 6 steps (s2d channels-last K = 3 b3 C1 of bytes, 0.84-1.19x),
+// 12-byte ones (0.61-1.50x; s2d NHWC DCR b4 C3 of bytes 0.72-1.06x), and single blocks (d2s
+// channels-last K = 3, 0.35-0.59x).
+constexpr std::int64_t max_streamed_short_pixel_period_bytes = 96;
+bool short_pixels_gather_where_the_output_streams(const permute_plan& plan, double steps, std::int64_t period_bytes,
+                                                  bool single_block) {
+  if (single_block || plan.col.extent > max_few_runs_a_row) return false;
+  if (plan.width <= 3) return steps <= 3;
+  return plan.width <= 6 && period_bytes <= max_streamed_short_pixel_period_bytes && steps <= 4 &&
+         !far_past_the_cache(plan);
+}
+
 bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t period_bytes, std::int64_t row_bytes,
                        bool single_block) {
   if (gather_forced.load(std::memory_order_relaxed) != gather_forcing::off) return true;
@@ -1555,7 +1583,7 @@ bool avx2_gather_beats(const permute_plan& plan, double steps, std::int64_t peri
     }
     return (run_bytes < 4 && steps <= 4) || (run_bytes < 8 && steps <= 3) || (run_bytes < 16 && steps <= 2);
   }
-  if (streams) return false;
+  if (streams) return short_pixels_gather_where_the_output_streams(plan, steps, period_bytes, single_block);
   if (plan.kernel.copy == select_tile_kernel(plan.width).copy) return steps <= 16;
   if (plan.width < 4) return steps <= 4 || (!single_block && steps <= 6);
   if (!single_block && few_runs_a_row_gather(plan, steps, period_bytes)) return true;
