@@ -4927,6 +4927,29 @@ TEST_F(PermuteGatherAvx2, RunCopiesOfShortPixelsGatherWhereTheOutputStreams) {
   EXPECT_FALSE(long_period.gather) << describe(long_period);
 }
 
+// AVX2 interleaves whose output rows continue one another keep ordinary stores where the rows are
+// under 512 bytes and not whole lines, of elements of up to 4 bytes (avx2_streams_continuing_rows_badly):
+// depth_to_space channels-first K = 3 CRD b2 C3 of bytes, 178-byte rows (16.9 MB), against the element
+// loop on and off a line; its 8-byte elements (DCR C16, 400-byte rows) and the same bytes far past the
+// cache (67 MB, 282-byte rows) still stream.
+TEST(PermutePlan, Avx2ShortContinuingInterleaveRowsKeepOrdinaryStores) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  set_max_isa(isa::avx2);
+  const auto byte_rows = space_depth_axes(true, false, false, 2, 3, {89, 89, 89}, 1);
+  const permute_plan bytes = plan_permute(byte_rows, 1);
+  const permute_plan words = plan_permute(space_depth_axes(true, false, true, 2, 16, {25, 25, 25}, 8), 8);
+  const permute_plan far = plan_permute(space_depth_axes(true, false, false, 2, 3, {141, 141, 141}, 1), 1);
+  set_max_isa(isa::avx512vbmi);
+  for (const permute_plan* plan : {&bytes, &words, &far}) {
+    ASSERT_TRUE(plan->shuffle && plan->shuffle->interleave && plan->shuffle->segment_copy.copy == nullptr)
+        << describe(*plan);
+    EXPECT_TRUE(plan->streams) << describe(*plan);
+    EXPECT_EQ(plan->shuffle->repeat.streaming, plan != &bytes) << describe(*plan);
+  }
+  std::mt19937_64 rng(163);
+  expect_matches_naive_on_and_off_a_line(byte_rows, bytes, 1, rng);
+}
+
 // A Zen 5 walks gather calls whose rows hold 2-8 KiB in groups of rows, and those of 8-16 KiB where
 // the strips stream (gather_tile::grouped_rows_bytes); other CPUs only under 2 KiB: d2s NHWC CRD b3
 // C1 of bytes, W = 341 (3 rows of 1,023 bytes a call, 1 MiB) and W = 1365 (3 of 4,095, 16 MiB).

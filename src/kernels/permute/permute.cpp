@@ -385,6 +385,31 @@ constexpr std::int64_t max_streamed_source_order_run_bytes = 1024;
 constexpr std::int64_t min_long_run_source_order_output_bytes = std::int64_t{64} << 20;
 bool far_past_the_cache(const permute_plan& plan) { return plan.total_bytes >= min_long_run_source_order_output_bytes; }
 
+// Whether an interleave's output rows that continue one another (rows_continue in choose_shuffle)
+// keep ordinary stores on the AVX2 level, whose kernels have no line sink: each row streams from
+// its first whole line on and writes its partial lines at either end with ordinary stores. Rows
+// under 512 bytes that are not whole lines, of elements of up to 4 bytes, power-of-two ways, short
+// of far past the cache. Zen 3 without AVX-512, the streamed plan against the same plan with
+// ordinary stores (a switch in b_way; regrid bench, alternate processes, twice), one / two
+// threads: the 20 cells of the 16 MiB grid this changes (d2s channels-first K = 3 b2 / b4 of
+// C1-C64, rows of 160-408 bytes) 1.35x / 1.50x (b2 of bytes, 162- and 178-byte rows, 2.3-4.4x:
+// 0.22-0.41 -> 0.78-1.00 of memcpy; the least 0.61x, a streamed 1.55 -> 1.14), the 18 at 32 MiB
+// 1.38x / 1.27x (0.50-0.85 -> 1.0-1.34 where streaming lost most; the least 0.76x, 1.29 -> 1.08).
+// 8-byte elements lost (0.61-1.18x at 16 MiB; rows of 512 bytes or more 0.56-0.89x at 32 MiB),
+// as did rows of 512 bytes or more (geometric means per element width and way count 0.72-1.00x at
+// 16 MiB on one thread). The binaries before and after, regrid bench, two alternations, the d2s
+// channels-first K = 3 cells this changes: 16 MiB 1.53x / 1.49x (20 cells), 32 MiB 1.59x / 1.33x
+// (18), the least 0.71x; the 140 others 0.99x / 1.02x.
+constexpr std::int64_t min_streamed_avx2_continuing_row_bytes = 512;
+constexpr std::size_t max_unstreamed_avx2_continuing_row_element_bytes = 4;
+bool avx2_streams_continuing_rows_badly(const permute_plan& plan, isa level, std::int64_t ways,
+                                        std::int64_t run_bytes) {
+  const std::int64_t row = ways * run_bytes;
+  return level == isa::avx2 && std::has_single_bit(static_cast<std::uint64_t>(ways)) &&
+         plan.width <= max_unstreamed_avx2_continuing_row_element_bytes &&
+         row < min_streamed_avx2_continuing_row_bytes && row % 64 != 0 && !far_past_the_cache(plan);
+}
+
 // Whether a streamed output's runs of `run_width` bytes (under a line) are copied with ordinary
 // stores, so that the swap of short runs of odd lengths in plan_permute_unsplit (the longer axis
 // innermost where the columns are few) applies as it does in the cache: on a Zen 5 below
@@ -963,7 +988,8 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
   // 1.26x over those 96 cells (median 0.55 -> 0.70; rows under 1 KiB 1.39x, 1-4 KiB 1.19x with 5
   // of 59 under 0.9x). Runs under 64 bytes keep the four-runs path and ordinary stores: through
   // the sink they lost 0.36-0.70x.
-  const bool rows_continue = best->interleave && direct.inner.dst_stride == ways * run_bytes && run_bytes >= 64;
+  const bool rows_continue = best->interleave && direct.inner.dst_stride == ways * run_bytes && run_bytes >= 64 &&
+                             !avx2_streams_continuing_rows_badly(plan, kernel.level, ways, run_bytes);
   direct.streaming =
       output_streams(plan) && !(kernel.transposes && !best->interleave) &&
       (lines_line_up(direct, run_bytes, ways) || ((long_output_runs || rows_continue) && !kernel.transposes));
