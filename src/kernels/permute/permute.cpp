@@ -1580,14 +1580,15 @@ bool few_runs_a_row_gather(const permute_plan& plan, double steps, std::int64_t 
 //   0.93x / 0.94x (NHWC) and 1.35x / 1.32x (channels-last), hence the limit.
 // Left to the copies: 6-byte elements of 288-byte periods (s2d NHWC b3 C1 of 2-byte elements,
 // 0.64-0.93x), 3-byte ones of 6 steps (s2d channels-last K = 3 b3 C1 of bytes, 0.84-1.19x),
-// 12-byte ones (0.61-1.50x; s2d NHWC DCR b4 C3 of bytes 0.72-1.06x), and single blocks (d2s
-// channels-last K = 3, 0.35-0.59x).
+// 12-byte ones (0.61-1.50x; s2d NHWC DCR b4 C3 of bytes 0.72-1.06x), single blocks (d2s
+// channels-last K = 3, 0.35-0.59x), and tiles of elements of other widths under 8 bytes, which no
+// streamed grid cell has (unmeasured).
 constexpr std::int64_t max_streamed_short_pixel_period_bytes = 96;
 bool short_pixels_gather_where_the_output_streams(const permute_plan& plan, double steps, std::int64_t period_bytes,
                                                   bool single_block) {
   if (single_block || plan.col.extent > max_few_runs_a_row) return false;
-  if (plan.width <= 3) return steps <= 3;
-  return plan.width <= 6 && period_bytes <= max_streamed_short_pixel_period_bytes && steps <= 4 &&
+  if (plan.width == 3) return steps <= 3;
+  return plan.width == 6 && period_bytes <= max_streamed_short_pixel_period_bytes && steps <= 4 &&
          !far_past_the_cache(plan);
 }
 
