@@ -285,6 +285,10 @@ TEST(PermuteRun, InterleaveKernelsMatchOnEveryIsa) {
                 EXPECT_NE(kernel_name(plan).find(cap >= isa::avx512 ? "_transposing_avx512" : "_transposing_avx2"),
                           std::string::npos)
                     << describe(plan);
+              } else if (b == 16 && width == 2 && !interleave) {
+                // AVX2's 16-way network spills there too; AVX-512 has 32 registers for it.
+                EXPECT_EQ(kernel_name(plan).find("_transposing_") != std::string::npos, cap == isa::avx2)
+                    << describe(plan);
               } else if (width == 1 && cap == isa::avx512vbmi &&
                          (!(interleave && power_of_two && !wide) || plan.shuffle->repeat.assembled)) {
                 // The assembling 4-way interleaves (AssembledInterleavesMatchOnEveryIsa) permute

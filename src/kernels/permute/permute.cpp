@@ -172,6 +172,21 @@ bool assembles_shuffle(std::size_t width, std::int64_t ways, bool interleave, st
   return ways == 4 && width <= 2 && run_bytes >= min_run;
 }
 
+// AVX2 de-interleaves of 16 ways of 2-byte elements: two 8 x 8 block transposes in 128-bit
+// registers (transposing_shuffle_kernel_avx2) instead of the 16-way network, whose 16 vectors and
+// their temporaries do not fit AVX2's 16 registers. Zen 3 without AVX-512, the 6 grid cells this
+// takes (d2s NHWC CRD b4 C16 / C64, s2d NHWC CRD b8 C16 and channels-last K = 3 CRD b3 / b4 / b8
+// C16, of 2-byte elements; 4 of them staged), each planned both ways in one process (bench/plan_ab,
+// both orders; 9 samples, 3 at 256 MiB), one / two threads: 1.21-1.45x / 1.27-1.41x at 64 KiB
+// (0.13-0.26 of memcpy before), 1.11-1.61x / 1.15-1.57x at 1 MiB, 1.11-1.28x / 1.05-1.25x at
+// 16 MiB, 1.09-1.28x / 0.98-1.25x at 256 MiB. The other 16-way shuffles lost to their networks
+// that way at 1 MiB: bytes 0.51-0.97x, 2-byte interleaves 0.82-0.98x (0.75-0.78x at 16 MiB),
+// 4-byte ones 0.38-1.12x (geometric means 0.61-1.11x by direction and staging), 8-byte ones
+// 0.75-1.43x (0.95-1.03x).
+bool transposes_sixteen_ways(std::size_t width, std::int64_t ways, bool interleave) {
+  return planning_isa() == isa::avx2 && width == 2 && ways == 16 && !interleave;
+}
+
 shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interleave, bool wide_eight_byte = false,
                               bool assembled = false) {
   const bool power_of_two = std::has_single_bit(static_cast<std::uint64_t>(ways));
@@ -189,6 +204,8 @@ shuffle_choice select_shuffle(std::size_t width, std::int64_t ways, bool interle
   // 0.22 -> 0.52 of memcpy), one cell under 0.95x (0.89x, d2s channels-last DCR b8 C1 of bytes at
   // 64 KiB); 2 threads, six: 3.13x / 1.92x / 2.27x (0.83x for d2s channels-last CRD b8 C1 of
   // bytes at 64 KiB).
+  if (transposes_sixteen_ways(width, ways, interleave))
+    return {transposing_shuffle_kernel_avx2(width, ways, interleave), isa::avx2, true};
   if (ways > max_register_ways) {
     if (planning_isa() >= isa::avx512) {
       if (width == 8 && !wide_eight_byte) return {};

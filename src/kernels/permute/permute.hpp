@@ -198,7 +198,8 @@ shuffle_fn shuffle_kernel_avx2(std::size_t width, std::int64_t ways, bool interl
 shuffle_fn shuffle_kernel_avx512(std::size_t width, std::int64_t ways, bool interleave);
 /// Width 1 only (null otherwise): the avx512 kernels built with AVX512-VBMI byte permutes.
 shuffle_fn shuffle_kernel_avx512vbmi(std::size_t width, std::int64_t ways, bool interleave);
-/// Widths 1, 2, 4 and 8, 32 or 64 ways (null otherwise): the shuffle as block transposes in
+/// Widths 1, 2, 4 and 8, 32 or 64 ways, and the 16-way de-interleave of 2-byte elements (null
+/// otherwise): the shuffle as block transposes in
 /// registers (8 x 8 elements, 4 x 4 for 8-byte ones at the avx2 level; bytes 16 x 16 in each
 /// 128-bit lane). With repeat.streaming an interleave writes its output with streaming stores; a
 /// de-interleave ignores it.
