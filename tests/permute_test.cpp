@@ -2693,6 +2693,46 @@ TEST(PermutePlan, ShortRunsInTheCacheWriteTheOutputInOrder) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// s2d channels-last K = 3 DCR b3 C1, [1, 3D, 3H, 3W, 1] -> [1, D, H, W, 27]: runs of a block
+// column's 3 elements, whose next plane (the next output pixel along W) continues them in the
+// source. At the AVX2 level, into an output that stays in the cache, runs of up to 12 bytes walk
+// those planes innermost (walks_planes_innermost): the tile's columns are the W pixels, one run
+// each, read in source order. 8-byte elements (24-byte runs), outputs that stream and the AVX-512
+// level keep the block columns innermost. The plans against the element loop on one and two
+// threads.
+TEST(PermutePlan, ShortRunsContinuedByTheirPlanesWalkThePlanesInnermost) {
+  auto space_to_depth = [](std::int64_t size, std::size_t width) {
+    return packed_transpose({1, size, 3, size, 3, size, 3, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, width);
+  };
+  std::mt19937_64 rng(151);
+  for (const isa cap : {isa::avx2, isa::avx512}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    for (const std::size_t width : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+      const auto axes = space_to_depth(18, width);
+      const permute_plan plan = plan_permute(axes, width);
+      ASSERT_FALSE(plan.shuffle || plan.gather || plan.streams) << describe(plan);
+      const auto run = static_cast<std::int64_t>(3 * width);
+      ASSERT_EQ(plan.width, static_cast<std::size_t>(run)) << describe(plan);
+      if (cap == isa::avx2 && width <= 4) {
+        EXPECT_EQ(plan.col.extent, 18) << describe(plan);
+        EXPECT_EQ(plan.col.src_stride, run) << describe(plan);
+        EXPECT_EQ(plan.col.dst_stride, 27 * static_cast<std::int64_t>(width)) << describe(plan);
+      } else {
+        EXPECT_EQ(plan.col.extent, 3) << describe(plan);
+        EXPECT_EQ(plan.col.dst_stride, run) << describe(plan);
+      }
+      expect_matches_naive_on_one_and_two_threads(axes, plan, static_cast<std::int64_t>(width), rng);
+    }
+  }
+  set_max_isa(isa::avx2);
+  const auto streamed = space_to_depth(62, 2);  // 12.9 MB
+  const permute_plan plan = plan_permute(streamed, 2);
+  ASSERT_TRUE(plan.streams) << describe(plan);
+  EXPECT_NE(plan.col.src_stride, 6) << describe(plan);
+  set_max_isa(isa::avx512vbmi);
+}
+
 // d2s NHWC DCR b3 C1 of 8-byte elements, [1, H, W, 9] -> [1, 3H, 3W, 1]: 24-byte runs (a block
 // row's columns), three per input pixel. Into a streamed output below 64 MiB a Zen 5 copies them
 // with ordinary stores (copies_streamed_runs_with_ordinary_stores), so its tile walks the longer
