@@ -1055,6 +1055,42 @@ TEST(PermuteRun, Avx2RunCopiesOfLargeOutputsStreamTheirWholeLines) {
   }
 }
 
+// The AVX2 copy of short runs that continue one another along the columns in the destination
+// (spilling_run_kernel_avx2): every run length it takes (5-31 bytes but 8 and 16), source columns
+// exactly a piece apart and farther, one column to many, rows and planes apart in the destination
+// (the bytes between them must stay untouched), on and off a line; and a tile it does not take
+// (columns apart in the destination) copied the ordinary way.
+TEST(PermuteRun, Avx2SpillingRunCopiesMatchTheRunByRunCopy) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  std::mt19937_64 rng(173);
+  const tile_kernel kernel = spilling_run_kernel_avx2();
+  EXPECT_STREQ(kernel.name, "copy_runs_spilling_avx2");
+  for (std::int64_t width = 5; width < 32; ++width) {
+    if (width == 8 || width == 16) continue;
+    const auto piece = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(width)));
+    for (const std::int64_t src_col : {piece, piece + 3, 5 * width}) {
+      for (const std::int64_t cols : {1, 2, 3, 17}) {
+        const std::int64_t dst_row = cols * width + 5;
+        const tile_shape t{.planes = 2,
+                           .rows = 3,
+                           .cols = cols,
+                           .src_plane = 3 * cols * src_col + 7,
+                           .src_row = cols * src_col + 1,
+                           .src_col = src_col,
+                           .dst_plane = 3 * dst_row + 9,
+                           .dst_row = dst_row,
+                           .dst_col = width};
+        for (const std::int64_t misalign : {0, 13, 63}) {
+          ASSERT_TRUE(tile_copy_matches(kernel, t, width, misalign, rng))
+              << "width=" << width << " src_col=" << src_col << " cols=" << cols << " misalign=" << misalign;
+        }
+      }
+    }
+    const tile_shape apart = padded_source_tile(width, width + 2, 5 * (width + 2) + 3, 15 * (width + 2) + 64);
+    ASSERT_TRUE(tile_copy_matches(kernel, apart, width, 5, rng)) << "width=" << width;
+  }
+}
+
 // A tile that reads interleaved source streams (the kernel prefetches them): 2 x 20 x 3 runs of
 // `width` bytes whose columns lie 20 runs and 600 bytes apart and whose rows step by a run and 3
 // bytes (s2d NHWC DCR); or, `along_planes`, 20 x 2 x 3 runs whose planes step so and whose rows and
@@ -2689,6 +2725,32 @@ TEST(PermutePlan, ShortRunsInTheCacheWriteTheOutputInOrder) {
         expect_matches_naive_on_one_and_two_threads(axes, plan, width, rng);
       }
     }
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
+// d2s NHWC DCR of 3 channels, [1, H, W, 3 b^2] -> [1, bH, bW, 3]: each output row's runs (a block
+// column's 3 channels) continue one another from source pixels 3 b elements apart. At the AVX2
+// level, in the cache, they take the spilling copy (b2 and b4 of bytes: 6- and 12-byte runs); where
+// the output streams, 6-byte runs still do and 12-byte ones keep the plain copy. The plans
+// against the element loop on one and two threads, and off a line.
+TEST(PermutePlan, Avx2ShortRunsContinuingInTheDestinationSpill) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
+  auto depth_to_space = [](std::int64_t size, std::int64_t b) {
+    return packed_transpose({1, size, size, b, b, 3}, {0, 1, 3, 2, 4, 5}, 1);
+  };
+  set_max_isa(isa::avx2);
+  std::mt19937_64 rng(179);
+  for (const auto& [size, b, spills] :
+       {std::tuple{150, 2, true}, std::tuple{75, 4, true}, std::tuple{1060, 2, true}, std::tuple{530, 4, false}}) {
+    const auto axes = depth_to_space(size, b);
+    const permute_plan plan = plan_permute(axes, 1);
+    ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
+    EXPECT_EQ(plan.width, static_cast<std::size_t>(3 * b)) << describe(plan);
+    EXPECT_EQ(plan.streams, size * size * b * b * 3 >= static_cast<std::int64_t>(streaming_output_bytes))
+        << describe(plan);
+    EXPECT_EQ(kernel_name(plan), spills ? "copy_runs_spilling_avx2" : "copy_runs_avx2") << describe(plan);
+    if (!plan.streams) expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
   }
   set_max_isa(isa::avx512vbmi);
 }

@@ -2713,6 +2713,31 @@ permute_plan plan_permute(std::span<const permute_axis> axes, std::size_t elemen
 
 namespace {
 
+// Whether an AVX2 run copy moves each column's run as one wider piece whose tail the next column
+// overwrites (spilling_run_kernel_avx2): runs of 5-31 bytes (but 8 and 16, which take one piece
+// already) that continue one another along the tile's columns in the destination, from columns
+// at least a piece apart in the source. A 6-, 12- or 24-byte run took two overlapping pieces of
+// half that, two loads and two stores; now one of each. Zen 3 without AVX-512, the grid cells
+// whose tiles qualify (d2s NHWC and channels-last K = 3 DCR of 3 or 4 channels or blocks, s2d
+// NHWC and channels-last K = 3 DCR of 3 channels, b3 C1 of both modes), planned both ways in one
+// process (bench/plan_ab, both orders; 21 samples in the cache, 7 at 16 MiB, 3 at 256 MiB), one /
+// two threads: 47 cells of 64 KiB 1.23x / 1.27x (1.02-1.62x; d2s channels-last K = 3 DCR b2 C3 of
+// 2-byte elements 0.23 -> 0.43 of memcpy), 47 of 1 MiB 1.15x / 1.17x (0.99-1.63x). Where the output
+// streams, runs under 12 bytes gained: 14 cells of 16 MiB 1.33x / 1.33x (1.08-1.51x; s2d NHWC b3
+// C1 of 2-byte elements 0.37 -> 0.58 of memcpy), 11 of 256 MiB 1.24x / 1.14x (0.93-1.49x); longer
+// ones went both ways (1.07x / 1.06x at 16 MiB, 1.01x / 1.00x at 256 MiB, 0.80-1.31x; d2s
+// channels-last K = 3 DCR b2 C3 of 8-byte elements 0.80x at 256 MiB), so they keep their copy.
+// Not measured at the AVX-512 level, whose copy takes a masked store or two pieces per run.
+constexpr std::int64_t max_streamed_spilled_run_bytes = 11;
+bool spills_short_runs(const permute_plan& plan) {
+  const auto width = static_cast<std::int64_t>(plan.width);
+  if (planning_isa() != isa::avx2 || plan.kernel.copy != tile_kernel_for_isa(plan.width).copy) return false;
+  if (width <= 4 || width >= 32 || width == 8 || width == 16) return false;
+  if (output_streams(plan) && width > max_streamed_spilled_run_bytes) return false;
+  return plan.col.extent > 1 && plan.col.dst_stride == width &&
+         plan.col.src_stride >= static_cast<std::int64_t>(std::bit_ceil(plan.width));
+}
+
 // Whether a run-copy tile walks its planes innermost: at the AVX2 level, in the cache, runs of
 // up to 12 bytes whose planes continue them in the source (s2d channels-last K = 3 b2 / b3 of
 // few channels: plane p's run follows plane p - 1's, 17-27 planes of 2 or 3 columns by 3 rows).
@@ -2874,6 +2899,7 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
       plan.width, output_streams(plan) && (plan.width != 64 || streams_line_runs) && !copies_runs_into_the_cache(plan),
       far_past_the_cache(plan));
   if (prefetches_next_planes(plan)) plan.kernel = plane_prefetching_run_kernel_avx512();
+  if (spills_short_runs(plan)) plan.kernel = spilling_run_kernel_avx2();
   if (transpose && plan.row.src_stride == 8) {
     plan.kernel = transpose_tile_kernel_avx512();
   } else if (plan.width == 8 && planning_isa() >= isa::avx512) {

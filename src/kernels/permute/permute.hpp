@@ -90,6 +90,11 @@ inline constexpr std::int64_t max_prefetched_column_bytes = 256;
 /// Run copies (as run_tile_kernel_avx512 makes them, ordinary stores) that, during each plane's
 /// first row, fetch every column's prefetched_column_bytes of the next plane into L1.
 tile_kernel plane_prefetching_run_kernel_avx512() noexcept;
+/// AVX2 run copies of 5-31 bytes (other than 8 and 16) whose columns continue one another in the
+/// destination (dst_col == width) and lie a power of two past the run or more apart in the source:
+/// each column but a row's last moves as one wider piece whose tail the next column overwrites.
+/// Other tiles take the plain copy.
+tile_kernel spilling_run_kernel_avx2() noexcept;
 
 /// Bytes a staging buffer holds past the segments a staging tile kernel copies to or from it.
 inline constexpr std::size_t staging_slack_bytes = 64;
