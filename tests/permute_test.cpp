@@ -2755,6 +2755,29 @@ TEST(PermutePlan, Avx2ShortRunsContinuingInTheDestinationSpill) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// s2d channels-last K = 3 CRD b3 C3 of bytes, [1, 3D, 3H, 3W, 3] -> [1, D, H, W, 81]: a staged
+// 3-way de-interleave whose segments (a block row's 3 pixels of 3 channels, 9 bytes) the AVX2
+// level packs into the buffer with the spilling copy (packs_segments_spilling); the AVX-512 level
+// keeps its staging kernel. Against the element loop on one and two threads, and off a line.
+TEST(PermutePlan, Avx2StagedDeinterleavesPackShortSegmentsSpilling) {
+  auto space_to_depth = [](std::int64_t size) {
+    return packed_transpose({1, size, 3, size, 3, size, 3, 3}, {0, 1, 3, 5, 7, 2, 4, 6}, 1);
+  };
+  const auto axes = space_to_depth(14);
+  std::mt19937_64 rng(181);
+  for (const isa cap : {isa::avx2, isa::avx512}) {
+    if (cap > detected_isa()) continue;
+    set_max_isa(cap);
+    const permute_plan plan = plan_permute(axes, 1);
+    ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr)
+        << describe(plan);
+    EXPECT_EQ(std::string(plan.shuffle->segment_copy.name) == "copy_runs_spilling_avx2", cap == isa::avx2)
+        << describe(plan);
+    expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
+  }
+  set_max_isa(isa::avx512vbmi);
+}
+
 // s2d channels-last K = 3 DCR b3 C1, [1, 3D, 3H, 3W, 1] -> [1, D, H, W, 27]: runs of a block
 // column's 3 elements, whose next plane (the next output pixel along W) continues them in the
 // source. At the AVX2 level, into an output that stays in the cache, runs of up to 12 bytes walk

@@ -898,6 +898,22 @@ bool stages_far_stretch(const permute_plan& plan);                     // below,
 // ways through line sinks short of far past the cache.
 bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::int64_t ways);
 
+// Whether a staged AVX2 de-interleave packs its segments into the buffer with the spilling copy
+// (spilling_run_kernel_avx2; see spills_short_runs): segments of 5-31 bytes but 8 and 16, which
+// lie side by side in the buffer, each but a row's last moved as one wider piece. Zen 3 without
+// AVX-512, the grid cells whose staged plans pack such segments (s2d channels-first K = 3 of most
+// channel counts, NHWC and channels-last K = 3 CRD of 3 or 4 channels), planned both ways in one
+// process (bench/plan_ab, both orders; 21 samples in the cache, 7 at 16 MiB, 3 at 256 MiB), one /
+// two threads: 42 cells of 64 KiB 1.14x / 1.08x (1.02-1.36x; s2d channels-first K = 3 DCR b2 C64
+// of bytes 0.12 -> 0.18 of memcpy), 16 of 1 MiB 1.09x / 1.08x (1.00-1.17x), 10 of 16 MiB 1.05x /
+// 1.07x (s2d channels-last K = 3 CRD b8 C3 of bytes 0.94x / 0.87x, the rest 1.02-1.26x), 10 of
+// 256 MiB 1.06x / 1.04x (1.00-1.12x). The interleaves unpack the buffer into strided segments,
+// where the stores must be exact.
+bool packs_segments_spilling(bool interleave, std::size_t segment_bytes) {
+  return planning_isa() == isa::avx2 && !interleave && segment_bytes > 4 && segment_bytes < 32 && segment_bytes != 8 &&
+         segment_bytes != 16;
+}
+
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
   const auto w = static_cast<std::int64_t>(plan.width);
   const std::size_t none = axes.size();
@@ -1084,6 +1100,7 @@ bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = 
     tile.segment_copy = planning_isa() >= isa::avx512 && !output_streams(plan)
                             ? staging_tile_kernel_avx512(segment_bytes, !best->interleave)
                             : tile_kernel_for_isa(segment_bytes, streams_segments, far_past_the_cache(plan));
+    if (packs_segments_spilling(best->interleave, segment_bytes)) tile.segment_copy = spilling_run_kernel_avx2();
   } else if (walks_source_order(best->interleave, ways, run_bytes, direct, direct_rest, plan)) {
     const bool short_rows_sink =
         !long_output_runs && !far_past_the_cache(plan) && sinks_short_rows_into_cache_sized_outputs(plan, ways);
