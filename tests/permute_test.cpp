@@ -2732,8 +2732,9 @@ TEST(PermutePlan, ShortRunsInTheCacheWriteTheOutputInOrder) {
 // d2s NHWC DCR of 3 channels, [1, H, W, 3 b^2] -> [1, bH, bW, 3]: each output row's runs (a block
 // column's 3 channels) continue one another from source pixels 3 b elements apart. At the AVX2
 // level, in the cache, they take the spilling copy (b2 and b4 of bytes: 6- and 12-byte runs); where
-// the output streams, 6-byte runs still do and 12-byte ones keep the plain copy. The plans
-// against the element loop on one and two threads, and off a line.
+// the output streams, 6-byte runs still do and 12-byte ones keep the plain copy, under every kind
+// of core the planner tells apart. The plans against the element loop on one and two threads, and
+// off a line.
 TEST(PermutePlan, Avx2ShortRunsContinuingInTheDestinationSpill) {
   if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
   auto depth_to_space = [](std::int64_t size, std::int64_t b) {
@@ -2741,40 +2742,55 @@ TEST(PermutePlan, Avx2ShortRunsContinuingInTheDestinationSpill) {
   };
   set_max_isa(isa::avx2);
   std::mt19937_64 rng(179);
-  for (const auto& [size, b, spills] :
-       {std::tuple{150, 2, true}, std::tuple{75, 4, true}, std::tuple{1060, 2, true}, std::tuple{530, 4, false}}) {
-    const auto axes = depth_to_space(size, b);
-    const permute_plan plan = plan_permute(axes, 1);
-    ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
-    EXPECT_EQ(plan.width, static_cast<std::size_t>(3 * b)) << describe(plan);
-    EXPECT_EQ(plan.streams, size * size * b * b * 3 >= static_cast<std::int64_t>(streaming_output_bytes))
-        << describe(plan);
-    EXPECT_EQ(kernel_name(plan), spills ? "copy_runs_spilling_avx2" : "copy_runs_avx2") << describe(plan);
-    if (!plan.streams) expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
+  for (const runtime::core_kind cores : every_core_kind) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    for (const auto& [size, b, spills] :
+         {std::tuple{150, 2, true}, std::tuple{75, 4, true}, std::tuple{1060, 2, true}, std::tuple{530, 4, false}}) {
+      const auto axes = depth_to_space(size, b);
+      const permute_plan plan = plan_permute(axes, 1);
+      ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
+      EXPECT_EQ(plan.width, static_cast<std::size_t>(3 * b)) << describe(plan);
+      EXPECT_EQ(plan.streams, size * size * b * b * 3 >= static_cast<std::int64_t>(streaming_output_bytes))
+          << describe(plan);
+      EXPECT_EQ(kernel_name(plan), spills ? "copy_runs_spilling_avx2" : "copy_runs_avx2")
+          << static_cast<int>(cores) << " " << describe(plan);
+      if (!plan.streams && cores == runtime::core_kind::other)
+        expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
+    }
   }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 
 // s2d channels-last K = 3 CRD b3 C3 of bytes, [1, 3D, 3H, 3W, 3] -> [1, D, H, W, 81]: a staged
 // 3-way de-interleave whose segments (a block row's 3 pixels of 3 channels, 9 bytes) the AVX2
-// level packs into the buffer with the spilling copy (packs_segments_spilling); the AVX-512 level
-// keeps its staging kernel. Against the element loop on one and two threads, and off a line.
+// level packs into the buffer with the spilling copy (packs_segments_spilling) under every kind of
+// core; the AVX-512 level keeps its staging kernel. Against the element loop on one and two
+// threads, and off a line.
 TEST(PermutePlan, Avx2StagedDeinterleavesPackShortSegmentsSpilling) {
   auto space_to_depth = [](std::int64_t size) {
     return packed_transpose({1, size, 3, size, 3, size, 3, 3}, {0, 1, 3, 5, 7, 2, 4, 6}, 1);
   };
   const auto axes = space_to_depth(14);
   std::mt19937_64 rng(181);
-  for (const isa cap : {isa::avx2, isa::avx512}) {
-    if (cap > detected_isa()) continue;
-    set_max_isa(cap);
-    const permute_plan plan = plan_permute(axes, 1);
-    ASSERT_TRUE(plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr)
-        << describe(plan);
-    EXPECT_EQ(std::string(plan.shuffle->segment_copy.name) == "copy_runs_spilling_avx2", cap == isa::avx2)
-        << describe(plan);
-    expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
+  for (const runtime::core_kind cores : every_core_kind) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    for (const isa cap : {isa::avx2, isa::avx512}) {
+      if (cap > detected_isa()) continue;
+      set_max_isa(cap);
+      const permute_plan plan = plan_permute(axes, 1);
+      const bool staged = plan.shuffle && !plan.shuffle->interleave && plan.shuffle->segment_copy.copy != nullptr;
+      if (cap == isa::avx2) {
+        ASSERT_TRUE(staged) << static_cast<int>(cores) << " " << describe(plan);
+      }
+      if (staged) {
+        EXPECT_EQ(std::string(plan.shuffle->segment_copy.name) == "copy_runs_spilling_avx2", cap == isa::avx2)
+            << describe(plan);
+      }
+      if (cores == runtime::core_kind::other) expect_matches_naive_on_and_off_a_line(axes, plan, 1, rng);
+    }
   }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 
@@ -2783,38 +2799,48 @@ TEST(PermutePlan, Avx2StagedDeinterleavesPackShortSegmentsSpilling) {
 // source. At the AVX2 level, into an output that stays in the cache, runs of up to 12 bytes walk
 // those planes innermost (walks_planes_innermost): the tile's columns are the W pixels, one run
 // each, read in source order. 8-byte elements (24-byte runs), outputs that stream and the AVX-512
-// level keep the block columns innermost. The plans against the element loop on one and two
-// threads.
+// level keep the block columns innermost, under every kind of core the planner tells apart. The
+// plans against the element loop on one and two threads.
 TEST(PermutePlan, ShortRunsContinuedByTheirPlanesWalkThePlanesInnermost) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
   auto space_to_depth = [](std::int64_t size, std::size_t width) {
     return packed_transpose({1, size, 3, size, 3, size, 3, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, width);
   };
   std::mt19937_64 rng(151);
-  for (const isa cap : {isa::avx2, isa::avx512}) {
-    if (cap > detected_isa()) continue;
-    set_max_isa(cap);
-    for (const std::size_t width : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
-      const auto axes = space_to_depth(18, width);
-      const permute_plan plan = plan_permute(axes, width);
-      ASSERT_FALSE(plan.shuffle || plan.gather || plan.streams) << describe(plan);
-      const auto run = static_cast<std::int64_t>(3 * width);
-      ASSERT_EQ(plan.width, static_cast<std::size_t>(run)) << describe(plan);
-      if (cap == isa::avx2 && width <= 4) {
-        EXPECT_EQ(plan.col.extent, 18) << describe(plan);
-        EXPECT_EQ(plan.col.src_stride, run) << describe(plan);
-        EXPECT_EQ(plan.col.dst_stride, 27 * static_cast<std::int64_t>(width)) << describe(plan);
-      } else {
-        EXPECT_EQ(plan.col.extent, 3) << describe(plan);
-        EXPECT_EQ(plan.col.dst_stride, run) << describe(plan);
+  for (const runtime::core_kind cores : every_core_kind) {
+    runtime::plan_for_core_kind_for_testing(cores);
+    for (const isa cap : {isa::avx2, isa::avx512}) {
+      if (cap > detected_isa()) continue;
+      set_max_isa(cap);
+      for (const std::size_t width : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+        const auto axes = space_to_depth(18, width);
+        const permute_plan plan = plan_permute(axes, width);
+        ASSERT_FALSE(plan.streams) << describe(plan);
+        const auto run = static_cast<std::int64_t>(3 * width);
+        const bool planes_innermost =
+            !plan.shuffle && !plan.gather && plan.col.extent == 18 && plan.col.src_stride == run;
+        if (cap == isa::avx2) {
+          ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
+          EXPECT_EQ(planes_innermost, width <= 4) << static_cast<int>(cores) << " " << describe(plan);
+          if (width <= 4) {
+            EXPECT_EQ(plan.col.dst_stride, 27 * static_cast<std::int64_t>(width)) << describe(plan);
+          }
+        } else {
+          EXPECT_FALSE(planes_innermost) << static_cast<int>(cores) << " " << describe(plan);
+        }
+        if (cores == runtime::core_kind::other) {
+          expect_matches_naive_on_one_and_two_threads(axes, plan, static_cast<std::int64_t>(width), rng);
+        }
       }
-      expect_matches_naive_on_one_and_two_threads(axes, plan, static_cast<std::int64_t>(width), rng);
     }
+    set_max_isa(isa::avx2);
+    const auto streamed = space_to_depth(62, 2);  // 12.9 MB
+    const permute_plan plan = plan_permute(streamed, 2);
+    ASSERT_TRUE(plan.streams) << describe(plan);
+    EXPECT_FALSE(!plan.shuffle && !plan.gather && plan.col.src_stride == 6)
+        << static_cast<int>(cores) << " " << describe(plan);
   }
-  set_max_isa(isa::avx2);
-  const auto streamed = space_to_depth(62, 2);  // 12.9 MB
-  const permute_plan plan = plan_permute(streamed, 2);
-  ASSERT_TRUE(plan.streams) << describe(plan);
-  EXPECT_NE(plan.col.src_stride, 6) << describe(plan);
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 
