@@ -2768,6 +2768,7 @@ TEST(PermutePlan, Avx2ShortRunsContinuingInTheDestinationSpill) {
 // core; the AVX-512 level keeps its staging kernel. Against the element loop on one and two
 // threads, and off a line.
 TEST(PermutePlan, Avx2StagedDeinterleavesPackShortSegmentsSpilling) {
+  if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
   auto space_to_depth = [](std::int64_t size) {
     return packed_transpose({1, size, 3, size, 3, size, 3, 3}, {0, 1, 3, 5, 7, 2, 4, 6}, 1);
   };

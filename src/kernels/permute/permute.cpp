@@ -909,9 +909,12 @@ bool sinks_short_rows_into_cache_sized_outputs(const permute_plan& plan, std::in
 // 1.07x (s2d channels-last K = 3 CRD b8 C3 of bytes 0.94x / 0.87x, the rest 1.02-1.26x), 10 of
 // 256 MiB 1.06x / 1.04x (1.00-1.12x). The interleaves unpack the buffer into strided segments,
 // where the stores must be exact.
+// The run lengths spilling_run_kernel_avx2 moves as wider pieces: 5-31 bytes but 8 and 16, which
+// take one piece already.
+bool spills_runs_of(std::size_t bytes) { return bytes > 4 && bytes < 32 && bytes != 8 && bytes != 16; }
+
 bool packs_segments_spilling(bool interleave, std::size_t segment_bytes) {
-  return planning_isa() == isa::avx2 && !interleave && segment_bytes > 4 && segment_bytes < 32 && segment_bytes != 8 &&
-         segment_bytes != 16;
+  return planning_isa() == isa::avx2 && !interleave && spills_runs_of(segment_bytes);
 }
 
 bool choose_shuffle(permute_plan& plan, axis_list& axes, bool wide_eight_byte = false) {
@@ -2749,7 +2752,7 @@ constexpr std::int64_t max_streamed_spilled_run_bytes = 11;
 bool spills_short_runs(const permute_plan& plan) {
   const auto width = static_cast<std::int64_t>(plan.width);
   if (planning_isa() != isa::avx2 || plan.kernel.copy != tile_kernel_for_isa(plan.width).copy) return false;
-  if (width <= 4 || width >= 32 || width == 8 || width == 16) return false;
+  if (!spills_runs_of(plan.width)) return false;
   if (output_streams(plan) && width > max_streamed_spilled_run_bytes) return false;
   return plan.col.extent > 1 && plan.col.dst_stride == width &&
          plan.col.src_stride >= static_cast<std::int64_t>(std::bit_ceil(plan.width));
