@@ -2650,8 +2650,8 @@ TEST(PermutePlan, EightWayDeinterleavesFarPastTheCacheSinkTheirRowBlocksInSource
 // (copies_runs_into_the_cache), as they do runs of 128 bytes (C = 64 of bytes, b = 2) but not runs
 // of 65-127 (C = 48), and a Zen 5's kernel joins no tile there (joins_source_stretches), its tile
 // walking the output pixels innermost (copies_streamed_runs_with_ordinary_stores). In the
-// cache, the ordinary copy everywhere. The AVX2 level's kernel for 160-byte runs into outputs that
-// stream (a vector loop) stays on Intel's cores.
+// cache, the spilling copy (spills_short_runs: 18-byte runs continuing one another) but on a Zen 5. The AVX2 level's
+// kernel for 160-byte runs into outputs that stream (a vector loop) stays on Intel's cores.
 TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   auto space_to_depth = [](std::int64_t size, std::int64_t b, std::int64_t channels, std::size_t width) {
@@ -2673,7 +2673,9 @@ TEST(PermutePlan, ShortRunsJoinFarPastTheCacheAndStayInTheCacheOnIntel) {
         << describe(plan);
     EXPECT_EQ(kernel_name(plan_permute(far, 2)),
               zen5 ? "copy_joined_interleaved_runs_streaming_far_avx512" : "copy_joined_runs_streaming_far_avx512");
-    EXPECT_EQ(kernel_name(plan_permute(in_cache, 2)), "copy_runs_avx512");
+    // A Zen 5's tile walks the output pixels innermost, its runs not continuing one another.
+    EXPECT_EQ(kernel_name(plan_permute(in_cache, 2)), zen5 ? "copy_runs_avx512" : "copy_runs_spilling_avx2")
+        << describe(plan_permute(in_cache, 2));
     EXPECT_EQ(kernel_name(plan_permute(long_runs, 1)), intel ? "copy_x1024_avx512" : "copy_runs_streaming_avx512");
     EXPECT_EQ(kernel_name(plan_permute(short_runs, 1)), "copy_short_runs_streaming_avx512");
     if (intel) {
@@ -2797,12 +2799,11 @@ TEST(PermutePlan, Avx2StagedDeinterleavesPackShortSegmentsSpilling) {
 
 // s2d channels-last K = 3 DCR b3 C1, [1, 3D, 3H, 3W, 1] -> [1, D, H, W, 27]: runs of a block
 // column's 3 elements, whose next plane (the next output pixel along W) continues them in the
-// source. At the AVX2 level, into an output that stays in the cache, runs of up to 12 bytes walk
-// those planes innermost (walks_planes_innermost): the tile's columns are the W pixels, one run
-// each, read in source order. 8-byte elements (24-byte runs), outputs that stream and the AVX-512
-// level keep the block columns innermost, under every kind of core the planner tells apart. The
-// plans against the element loop on one and two threads.
-TEST(PermutePlan, ShortRunsContinuedByTheirPlanesWalkThePlanesInnermost) {
+// source. For 2- and 4-byte elements (6- and 12-byte runs) the tile walks the block columns
+// innermost, each row's runs continuing one another in the destination, and copies them with the
+// spilling copy (spills_short_runs) at the AVX2 and AVX-512 levels, under every kind of core the
+// planner tells apart. The plans against the element loop on one and two threads.
+TEST(PermutePlan, ShortRunsContinuedByTheirPlanesSpillAlongTheBlockColumns) {
   if (detected_isa() < isa::avx2) GTEST_SKIP() << "needs AVX2, which this CPU lacks";
   auto space_to_depth = [](std::int64_t size, std::size_t width) {
     return packed_transpose({1, size, 3, size, 3, size, 3, 1}, {0, 1, 3, 5, 2, 4, 6, 7}, width);
@@ -2813,33 +2814,18 @@ TEST(PermutePlan, ShortRunsContinuedByTheirPlanesWalkThePlanesInnermost) {
     for (const isa cap : {isa::avx2, isa::avx512}) {
       if (cap > detected_isa()) continue;
       set_max_isa(cap);
-      for (const std::size_t width : {std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+      for (const std::size_t width : {std::size_t{2}, std::size_t{4}}) {
         const auto axes = space_to_depth(18, width);
         const permute_plan plan = plan_permute(axes, width);
-        ASSERT_FALSE(plan.streams) << describe(plan);
+        ASSERT_FALSE(plan.streams || plan.shuffle || plan.gather) << describe(plan);
         const auto run = static_cast<std::int64_t>(3 * width);
-        const bool planes_innermost =
-            !plan.shuffle && !plan.gather && plan.col.extent == 18 && plan.col.src_stride == run;
-        if (cap == isa::avx2) {
-          ASSERT_FALSE(plan.shuffle || plan.gather) << describe(plan);
-          EXPECT_EQ(planes_innermost, width <= 4) << static_cast<int>(cores) << " " << describe(plan);
-          if (width <= 4) {
-            EXPECT_EQ(plan.col.dst_stride, 27 * static_cast<std::int64_t>(width)) << describe(plan);
-          }
-        } else {
-          EXPECT_FALSE(planes_innermost) << static_cast<int>(cores) << " " << describe(plan);
-        }
+        EXPECT_EQ(plan.col.dst_stride, run) << static_cast<int>(cores) << " " << describe(plan);
+        EXPECT_EQ(kernel_name(plan), "copy_runs_spilling_avx2") << static_cast<int>(cores) << " " << describe(plan);
         if (cores == runtime::core_kind::other) {
           expect_matches_naive_on_one_and_two_threads(axes, plan, static_cast<std::int64_t>(width), rng);
         }
       }
     }
-    set_max_isa(isa::avx2);
-    const auto streamed = space_to_depth(62, 2);  // 12.9 MB
-    const permute_plan plan = plan_permute(streamed, 2);
-    ASSERT_TRUE(plan.streams) << describe(plan);
-    EXPECT_FALSE(!plan.shuffle && !plan.gather && plan.col.src_stride == 6)
-        << static_cast<int>(cores) << " " << describe(plan);
   }
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
@@ -4831,7 +4817,7 @@ TEST_F(PermuteGather, LoneElementBlocksWhereRowsOutgrowAPeriod) {
   EXPECT_EQ(several_streams.gather->block_bytes, 12) << describe(several_streams);
   const permute_plan continued = plan_permute(packed_transpose({788, 788, 3, 3, 3}, {0, 2, 1, 3, 4}, 1), 1);
   EXPECT_FALSE(continued.gather) << describe(continued);
-  EXPECT_EQ(kernel_name(continued), "copy_runs_avx512") << describe(continued);
+  EXPECT_EQ(kernel_name(continued), "copy_runs_spilling_avx2") << describe(continued);
 }
 
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
@@ -4863,7 +4849,7 @@ TEST_F(PermuteGather, ChosenWhereItBeatsTheOtherKernels) {
   const auto cache_sized_rgb_pairs = packed_transpose({600, 2, 600, 2, 3}, {0, 2, 1, 3, 4}, 4);
   const auto large_rgb_pairs = packed_transpose({1500, 2, 1500, 2, 3}, {0, 2, 1, 3, 4}, 4);
   const auto rgba_pairs = packed_transpose({37, 2, 37, 2, 4}, {0, 2, 1, 3, 4}, 4);
-  EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "copy_runs_avx512") << describe(plan_permute(rgb_pairs, 4));
+  EXPECT_EQ(kernel_name(plan_permute(rgb_pairs, 4)), "copy_runs_spilling_avx2") << describe(plan_permute(rgb_pairs, 4));
   EXPECT_FALSE(plan_permute(cache_sized_rgb_pairs, 4).gather) << describe(plan_permute(cache_sized_rgb_pairs, 4));
   runtime::plan_for_core_kind_for_testing(runtime::core_kind::amd_zen5);
   EXPECT_EQ(kernel_name(plan_permute(cache_sized_rgb_pairs, 4)), "gather_avx512vbmi")

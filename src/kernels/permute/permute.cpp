@@ -2747,35 +2747,31 @@ namespace {
 // C1 of 2-byte elements 0.37 -> 0.58 of memcpy), 11 of 256 MiB 1.24x / 1.14x (0.93-1.49x); longer
 // ones went both ways (1.07x / 1.06x at 16 MiB, 1.01x / 1.00x at 256 MiB, 0.80-1.31x; d2s
 // channels-last K = 3 DCR b2 C3 of 8-byte elements 0.80x at 256 MiB), so they keep their copy.
-// Not measured at the AVX-512 level, whose copy takes a masked store or two pieces per run.
+// The AVX-512 level's copy of such runs is the AVX2 level's (two overlapping pieces), and the
+// AVX2 kernel spills there too. Zen 4 (2 vCPUs), the grid cells this changes at the AVX-512 level,
+// both plans in one process (bench/plan_ab, both orders; 21 samples in the cache, 7 at 16 MiB,
+// 3 at 256 MiB), one / two threads: 35 cells of 64 KiB 1.20x / 1.14x (0.91-1.52x; s2d NHWC CRD
+// b3 C1 of 8-byte elements 0.46 -> 0.70 of memcpy), 37 of 1 MiB 1.18x / 1.17x (s2d channels-last
+// K = 3 DCR b3 C3 of bytes 0.16 -> 0.25), 6 of 16 MiB 1.19x / 1.19x (1.08-1.27x), 3 of 256 MiB
+// 1.13x / 1.14x. The losses are d2s channels-last K = 3 b3 of 3 or 4 channels, rows of 3-8 runs
+// (0.91-0.98x at 64 KiB, 0.83-0.91x on two threads at 1 MiB); rows of few runs, whose last run
+// each stays exact, gained least everywhere (0.95-1.16x for up to 8 runs, 1.25-1.53x from 14).
+// Tiles whose planes continue their runs in the source (s2d channels-last K = 3 b2 / b3 of few
+// channels) had walked those planes innermost at the AVX2 level in the cache (6fc27af, measured on
+// a Zen 3 against the plain copy before this one existed); on a Zen 4 that walk lost to the copy
+// here (or to the gather the planner then picks): the 8 grid cells it took at the AVX2 level
+// (REGRID_MAX_ISA=avx2), both plans in one process (bench/plan_ab, 21 samples, both orders), one /
+// two threads 1.23x / 1.22x faster without it at 64 KiB (1.04-1.54x), 1.18x / 1.19x at 1 MiB
+// (0.94-1.61x); at the AVX-512 level, against this copy, the walk went 0.93x / 0.91x at 64 KiB
+// (1 cell) and 0.93x / 0.99x at 1 MiB (4). It is gone.
 constexpr std::int64_t max_streamed_spilled_run_bytes = 11;
 bool spills_short_runs(const permute_plan& plan) {
   const auto width = static_cast<std::int64_t>(plan.width);
-  if (planning_isa() != isa::avx2 || plan.kernel.copy != tile_kernel_for_isa(plan.width).copy) return false;
+  if (planning_isa() < isa::avx2 || plan.kernel.copy != tile_kernel_for_isa(plan.width).copy) return false;
   if (!spills_runs_of(plan.width)) return false;
   if (output_streams(plan) && width > max_streamed_spilled_run_bytes) return false;
   return plan.col.extent > 1 && plan.col.dst_stride == width &&
          plan.col.src_stride >= static_cast<std::int64_t>(std::bit_ceil(plan.width));
-}
-
-// Whether a run-copy tile walks its planes innermost: at the AVX2 level, in the cache, runs of
-// up to 12 bytes whose planes continue them in the source (s2d channels-last K = 3 b2 / b3 of
-// few channels: plane p's run follows plane p - 1's, 17-27 planes of 2 or 3 columns by 3 rows).
-// Columns innermost, each 2-3 runs paid a row's set-up and every output stretch of a plane hopped
-// across 6-9 source rows; planes innermost, each (row, column) reads its source in order and
-// writes its runs a plane stride apart. Zen 3 without AVX-512, the 7 such grid cells (C1 of 2- and
-// 4-byte elements, C3 of bytes and 4-byte elements, C4 of bytes), planned both ways in one process
-// (bench/plan_ab, 21 samples, both orders), one / two threads: 1.14-1.40x / 1.10-1.29x at 64 KiB
-// (s2d channels-last K = 3 DCR b2 C3 of 4-byte elements 0.29 -> 0.39 of memcpy), 1.18-1.37x /
-// 1.05-1.20x at 1 MiB. Left out: runs of 18-24 bytes (1.01-1.21x on one thread, 0.74-0.88x on two
-// at 1 MiB), tiles of 4 or more columns (b4 and b8: 0.85-1.02x), and outputs that stream, where
-// the same change went 0.91-1.20x by cell at 16 MiB. Not measured at the AVX-512 level.
-constexpr std::int64_t max_source_run_walk_bytes = 12;
-constexpr std::int64_t max_source_run_walk_columns = 3;
-bool walks_planes_innermost(const permute_plan& plan) {
-  return planning_isa() == isa::avx2 && !output_streams(plan) && plan.plane.extent > 1 &&
-         plan.plane.src_stride == static_cast<std::int64_t>(plan.width) && plan.width <= max_source_run_walk_bytes &&
-         plan.col.extent <= max_source_run_walk_columns;
 }
 
 permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_t element_bytes) {
@@ -2892,12 +2888,6 @@ permute_plan plan_permute_unsplit(std::span<const permute_axis> axes, std::size_
   if (!fused.empty() && plan.row.extent * plan.col.extent * static_cast<std::int64_t>(plan.width) < short_call_bytes) {
     plan.plane = fused.back();
     fused.pop_back();
-  }
-  if (walks_planes_innermost(plan)) {
-    const permute_axis planes = plan.plane;
-    plan.plane = plan.row;
-    plan.row = plan.col;
-    plan.col = planes;
   }
   plan.outer = std::move(fused);
   if (walks_outer_axes_in_source_order(plan)) order_by_source_stride(plan.outer);
