@@ -4820,6 +4820,40 @@ TEST_F(PermuteGather, LoneElementBlocksWhereRowsOutgrowAPeriod) {
   EXPECT_EQ(kernel_name(continued), "copy_runs_spilling_avx2") << describe(continued);
 }
 
+// Spilled run copies keep their place over the gather where the output streams and the tile has
+// 8 columns or more (d2s channels-last K = 3 DCR b3 C1 of 2-byte elements: 6-byte runs, one per
+// input pixel along W), and far past the cache where it has 3 (s2d NHWC DCR b3 C3 of bytes: a
+// block row's 9 bytes per tile column); in the cache, and for the s2d tile short of far past it,
+// the gather stays. Plans only, but for the streamed d2s, against the element loop.
+TEST_F(PermuteGather, StreamedSpilledRunsKeepTheirCopy) {
+  auto depth_to_space = [](std::int64_t size) {
+    return packed_transpose({1, size, size, size, 3, 3, 3, 1}, {0, 1, 4, 2, 5, 3, 6, 7}, 2);
+  };
+  auto space_to_depth = [](std::int64_t size) {
+    return packed_transpose({1, size, 3, size, 3, 3}, {0, 1, 3, 2, 4, 5}, 1);
+  };
+  struct expectation {
+    std::vector<permute_axis> axes;
+    std::size_t width;
+    bool spills;
+  };
+  const std::vector<expectation> cases = {
+      {depth_to_space(12), 2, false},    // 93 KB
+      {depth_to_space(68), 2, true},     // 17 MB
+      {space_to_depth(120), 1, false},   // 389 KB
+      {space_to_depth(1400), 1, false},  // 18 MB
+      {space_to_depth(2900), 1, true},   // 76 MB
+  };
+  for (const auto& [axes, width, spills] : cases) {
+    const permute_plan plan = plan_permute(axes, width);
+    EXPECT_EQ(kernel_name(plan), spills ? "copy_runs_spilling_avx2" : "gather_avx512vbmi") << describe(plan);
+  }
+  std::mt19937_64 rng(191);
+  const permute_plan streamed = plan_permute(cases[1].axes, 2);
+  ASSERT_TRUE(streamed.streams) << describe(streamed);
+  expect_matches_naive_on_one_and_two_threads(cases[1].axes, streamed, 2, rng);
+}
+
 // Without forcing, the rules take a gather for the RGB pixel shuffle (NHWC CRD, C = 3 uint8, where
 // the 3-way staged shuffle moved one pixel per step), for staged shuffles moving one input pixel
 // per call, for 16-way shuffles of 4- and 16-byte runs and for run copies of 24-byte elements;

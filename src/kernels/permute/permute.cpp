@@ -1146,6 +1146,29 @@ constexpr double max_gather_steps_over_cached_staging = 5.2;
 // Staged shuffle calls under this many bytes are all overhead (see gather_beats).
 constexpr std::int64_t tiny_staged_call_bytes = 256;
 
+// Whether the plan's spilling run copy (spills_short_runs) keeps its place over a VBMI gather:
+// where the output streams, tiles of 8 columns or more (d2s channels-last K = 3 DCR / CRD of
+// 1-3 channels, each output row's runs from source pixels apart), and far past the cache tiles of
+// 3 or more (s2d NHWC and channels-last K = 3 b3 of few channels, too). Zen 4 (2 vCPUs), the grid
+// cells this changes, both plans in alternate processes (regrid bench, 3 pairs at 16 MiB, 2 at
+// 256 MiB; one plan streams and the other not at 16 MiB), one / two threads: d2s channels-last
+// K = 3 b2 C3 of bytes and b3 C1 of 2-byte elements 1.21-1.31x / 0.97-1.23x at 16 MiB (0.38 ->
+// 0.50 of memcpy) and 1.32-2.32x / 1.13-1.79x at 256 MiB (DCR b3 C1 0.27 -> 0.63); s2d NHWC DCR b3
+// C3 of bytes and NHWC / channels-last K = 3 b3 C1 of 2-byte elements 1.34-1.66x / 1.11-1.52x at
+// 256 MiB (NHWC DCR b3 C3 0.52 -> 0.84). In the cache the gather stayed faster, each cell timed
+// alone in its own processes (bench/plan_ab, 3 pairs; timed among others the cells had shown the
+// opposite): d2s NHWC DCR of 9- and 12-byte runs 0.44-0.99x on one thread at 64 KiB and 1 MiB,
+// d2s channels-last K = 3 DCR 1.05-1.27x on one thread but 0.88-1.03x on two at 1 MiB. Tiles of 2
+// columns (s2d NHWC and channels-last K = 3 DCR b2 C3 of bytes) lost at 256 MiB as well
+// (0.64-0.97x, bench/plan_ab).
+constexpr std::int64_t min_spilled_columns_over_gather = 8;
+constexpr std::int64_t min_spilled_columns_over_gather_far_past_the_cache = 3;
+bool keeps_spilled_runs_over_gather(const permute_plan& plan) {
+  if (plan.shuffle || plan.kernel.copy != spilling_run_kernel_avx2().copy || !output_streams(plan)) return false;
+  return plan.col.extent >= (far_past_the_cache(plan) ? min_spilled_columns_over_gather_far_past_the_cache
+                                                      : min_spilled_columns_over_gather);
+}
+
 // The bytes one call of a staged shuffle moves; 0 for any other plan.
 std::int64_t staged_call_bytes(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr) return 0;
@@ -1368,6 +1391,7 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1) ||
            (tile.interleave && ways == 2 && run_bytes <= max_gathered_two_way_staged_run_bytes) || line_runs_in_cache;
   }
+  if (keeps_spilled_runs_over_gather(plan)) return false;
   if (plan.width < 16) return steps <= 3;
   // Run copies of 24- and 48-byte elements (two overlapping 16- or 32-byte pieces each) lose to
   // gathers of up to two steps only where the gather streams its strips into an output the
@@ -1424,6 +1448,7 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
     const bool power_of_two = std::has_single_bit(tile.offsets.size());
     return run_bytes < 8 || (tile.segment_copy.copy == nullptr && !power_of_two && run_bytes < 64 && steps <= 3);
   }
+  if (keeps_spilled_runs_over_gather(plan)) return false;
   return plan.width < 8 || (plan.width < 16 && steps <= 2);
 }
 
