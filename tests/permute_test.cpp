@@ -1705,6 +1705,14 @@ TEST(PermutePlan, Avx512WithoutVbmiTakesTheAvx2PlansGather) {
   set_max_isa(isa::avx512vbmi);
 }
 
+// The AVX2 level's plan of `axes`, checked to walk its segments in place (shuffle_tile::segmented).
+permute_plan segmented_avx2_plan(const std::vector<permute_axis>& axes, std::size_t width) {
+  set_max_isa(isa::avx2);
+  permute_plan plan = plan_permute(axes, width);
+  EXPECT_NE(describe(plan).find(" segmented "), std::string::npos) << describe(plan);
+  return plan;
+}
+
 // On Intel's cores the AVX-512 levels take the AVX2 level's plan where their own 3-, 9- and 16-way
 // interleaves lose to it there, and where they stage what AVX2 walks in place (plan_permute);
 // by the common rules they keep their own. Checked for both on any CPU with AVX-512
@@ -1740,9 +1748,7 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   // d2s NCHW DCR b8 C16 of 2-byte elements, [1024, 6, 6] -> [16, 48, 48]: 8-way interleaves of
   // 12-byte runs, which AVX-512 stages and AVX2 walks in place.
   const auto staged = packed_transpose({8, 8, 16, 6, 6}, {2, 3, 0, 4, 1}, 2);
-  set_max_isa(isa::avx2);
-  const permute_plan segmented = plan_permute(staged, 2);
-  EXPECT_NE(describe(segmented).find(" segmented "), std::string::npos) << describe(segmented);
+  const permute_plan segmented = segmented_avx2_plan(staged, 2);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;
     set_max_isa(cap);
@@ -1825,6 +1831,36 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanForStagedByteInterleavesAndEightWayDeinte
     EXPECT_NE(describe(large).find(" staged by "), std::string::npos) << describe(large);
     runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   }
+  set_max_isa(isa::avx512vbmi);
+}
+
+// On a Zen 4 the AVX-512 levels take the AVX2 level's in-place walk of segments for 4- and 8-way
+// de-interleaves of 4-byte lanes too (s2d channels-first K = 3 DCR b4 C16 and b8 C3 of 4-byte
+// elements, [C, 4b, 4b, 4b] -> [b^3 C, 4, 4, 4]), which Intel's cores and a Zen 5 keep staged.
+// The Zen 4 plans against the element loop on one and two threads.
+TEST(PermutePlan, Zen4TakesTheAvx2SegmentsForDeinterleavesOfFourByteLanes) {
+  if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
+  std::mt19937_64 rng(193);
+  for (const auto& [channels, b] : {std::pair{16, 4}, std::pair{3, 8}}) {
+    const auto axes = packed_transpose({channels, 4, b, 4, b, 4, b}, {2, 4, 6, 0, 1, 3, 5}, 4);
+    const permute_plan avx2_plan = segmented_avx2_plan(axes, 4);
+    for (isa cap : {isa::avx512, isa::avx512vbmi}) {
+      if (cap > detected_isa()) continue;
+      set_max_isa(cap);
+      for (runtime::core_kind cores : every_core_kind) {
+        runtime::plan_for_core_kind_for_testing(cores);
+        const permute_plan plan = plan_permute(axes, 4);
+        if (cores == runtime::core_kind::amd_zen4) {
+          EXPECT_EQ(describe(plan), describe(avx2_plan)) << to_string(cap);
+          expect_matches_naive_on_one_and_two_threads(axes, plan, 4, rng);
+        } else {
+          EXPECT_NE(describe(plan).find(" staged by "), std::string::npos)
+              << static_cast<int>(cores) << " " << to_string(cap) << " " << describe(plan);
+        }
+      }
+    }
+  }
+  runtime::plan_for_core_kind_for_testing(runtime::core_kind::other);  // as PlansByTheCommonRules left it
   set_max_isa(isa::avx512vbmi);
 }
 

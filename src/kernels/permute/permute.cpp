@@ -2243,6 +2243,14 @@ bool loses_to_avx2_on_zen5(const permute_plan& plan) {
 // 1 MiB), 1.30x / 1.37x / 1.17x on two; the least 0.76x (two threads at 64 KiB), 0.75-0.81x at
 // 16 MiB (4-way interleaves of bytes). At 256 MiB (35 cells, three rounds) 1.17x / 1.05x on one /
 // two threads, the least 0.64x (3- and 4-way interleaves of 8-byte lanes, 0.98-1.01x over their 8).
+// On a Zen 4, 4- and 8-way de-interleaves of 4-byte lanes too (which Intel's cores keep staged),
+// since the AVX2 level moves those lanes by in-register transposes (unpacks and 128-bit lane
+// swaps): the grid cells this changes (s2d channels-first K = 3 b4 / b8, NCHW and NCHW_VECT_C b4
+// / b8 of 3-64 channels, channels-last K = 3 and NHWC CRD of 4 channels), both plans in one
+// process, each cell alone (bench/plan_ab, both orders), one / two threads: 32 cells of 64 KiB
+// 1.44x / 1.17x (1.02-1.91x), 22 of 1 MiB 1.37x / 1.37x (1.02-2.13x; s2d channels-first K = 3 DCR
+// b8 C3 of 4-byte elements 0.47 -> 0.82 of memcpy), 7 of 16 MiB (planned for the cache) 1.17x /
+// 1.15x (0.97-1.29x), 2 of 256 MiB 1.24x / 1.22x. Not measured on a Zen 5.
 bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
@@ -2251,6 +2259,7 @@ bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (stages_where_avx2_segments_win_on_intel(plan)) return true;
   const std::size_t ways = shuffle.offsets.size();
   if (shuffle.interleave) return ways == 3 && plan.width == 4;
+  if ((ways == 4 || ways == 8) && plan.width == 4) return runtime::planning_core_kind() == runtime::core_kind::amd_zen4;
   return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
 }
 
