@@ -2579,12 +2579,17 @@ constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 // NCHW_VECT_C and channels-first K = 3) the streamed calls do not prefetch (1.00x); prefetching
 // their rows of ordinary stores as well changed nothing (1.00x). Before the limits in
 // next_run_distances, runs of 256 bytes whose next one starts a run later lost (s2d NCHW b2 C64
-// of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x. The AVX2
-// plans that AVX-512 cores take (Zen 4, Zen 5, Intel; see plan_permute) prefetch as well,
-// unmeasured there.
+// of 4-byte elements at 1 MiB, 0.83x), and runs continued by the next (d2s NHWC) 0.98x.
+// The AVX-512 de-interleaves prefetch the same way. On a Zen 4 (2 vCPUs), the grid cells whose
+// plans this changes, both plans in one process (bench/plan_ab, both orders), one / two threads:
+// at 1 MiB s2d NCHW 1.05x / 1.06x (114 cells), NCHW_VECT_C 1.05x / 1.05x (18), the other layouts
+// 0.996-1.014x (most of their runs are under 512 bytes or continued, and prefetch nothing); at
+// 16 MiB 1.00-1.02x per layout. Timed alone, the s2d NCHW / NCHW_VECT_C cells that had moved most
+// went 1.03-1.22x at 1 MiB and 0.95-1.38x at 16 MiB (b8 of 2-byte elements, 0.40 -> 0.55 of
+// memcpy).
 constexpr std::int64_t min_next_run_prefetch_output_bytes = std::int64_t{256} << 10;
 bool deinterleaves_prefetch_next_run(const permute_plan& plan) {
-  if (!plan.shuffle || plan.shuffle->interleave || plan.shuffle->level != isa::avx2) return false;
+  if (!plan.shuffle || plan.shuffle->interleave || plan.shuffle->level < isa::avx2) return false;
   const shuffle_tile& tile = *plan.shuffle;
   return tile.segment_copy.copy == nullptr && tile.segmented == nullptr &&
          plan.total_bytes >= min_next_run_prefetch_output_bytes;
