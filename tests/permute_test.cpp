@@ -2036,7 +2036,9 @@ TEST(PermutePlan, Zen4IntelAndSmallZen5OutputsTakeTheAvx2DirectShuffleOverStagin
 // loses_to_avx2_on_zen4 lists, in the cache: an unstaged 8-way interleave of bytes (d2s
 // channels-first K = 1 CRD b8 C1), a staged 16-way interleave of 2-byte lanes (d2s channels-last
 // K = 3 CRD b3 C16), a staged 8-way de-interleave of 2-byte lanes (s2d channels-first K = 3 CRD
-// b8 C3) and an unstaged 3-way interleave of 4-byte lanes (d2s NCHW b3 C4). Zen 5 and the common
+// b8 C3), an unstaged 3-way interleave of 4-byte lanes (d2s NCHW b3 C4), an unstaged 8-way
+// interleave of 4-byte lanes (d2s NCHW b8 C3) and an unstaged 4-way de-interleave of 8-byte lanes
+// in runs of 256 bytes (s2d NCHW b4 C3). Zen 5 and the common
 // rules keep the AVX-512 plans (but for the staged 16-way interleave, 55 KB, which a Zen 5 plans by
 // the Zen 4 staging rules: takes_zen4_staging_rules), as does a Zen 4 where the output streams.
 TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
@@ -2045,7 +2047,9 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
   const transpose_problem problems[] = {{{1, 8, 4096}, {0, 2, 1}, 1},
                                         {{4, 4, 4, 16, 3, 3, 3}, {0, 4, 1, 5, 2, 6, 3}, 2},
                                         {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2},
-                                        {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4}};
+                                        {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4},
+                                        {{3, 8, 8, 32, 32}, {0, 3, 1, 4, 2}, 4},
+                                        {{3, 32, 4, 32, 4}, {0, 2, 4, 1, 3}, 8}};
   const auto streamed = packed_transpose({1, 8, std::int64_t{32} << 20}, {0, 2, 1}, 1);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;

@@ -2362,17 +2362,36 @@ bool stages_interleave_where_avx2_wins_on_zen4(const permute_plan& plan) {
 // joined later: each of the 22 / 13 such cells of the 1 MiB / 64 KiB grid planned both ways in one
 // process, alternating 15 / 31 times, then in the other order: 1.05x / 1.08x on one thread (d2s
 // NCHW b3 C16 1.19-1.20x, b3 C1 at 64 KiB 1.27-1.32x; the least 0.98x), 1.06x / 1.05x on two.
+// Since then the AVX2 level moves 4- and 8-byte lanes by in-register transposes (unpacks and
+// 128-bit lane swaps), and its plans also win for unstaged 8-way interleaves of 4- and 8-byte
+// lanes and unstaged 2-, 4- and 8-way de-interleaves of 8-byte lanes in runs under 4 KiB (a single
+// run of the whole tensor, s2d channels-first K = 1 b8, went 0.5-0.7x). Each grid cell this
+// changes planned both ways in one process, alone (bench/plan_ab, both orders), one / two threads:
+// the interleaves (d2s NCHW, NCHW_VECT_C and channels-first K = 1 b8, s2d channels-last K = 3 CRD b2
+// C16 / C64, NHWC b8 C1) 1.01-1.43x / 0.98-1.14x at 64 KiB and 0.94-1.71x / 0.95-1.43x at 1 MiB
+// (d2s NCHW_VECT_C DCR b8 C3 0.46 -> 0.79 of memcpy); the de-interleaves (s2d NCHW, channels-first
+// and channels-last K = 3, d2s NHWC and channels-last K = 3 CRD, s2d channels-first K = 1 CRD of
+// several channels at 64 KiB) 0.99-1.60x / 0.98-1.34x at 64 KiB
+// and 0.96-1.52x / 0.94-1.48x at 1 MiB (s2d channels-first K = 3 DCR b4 C4 0.70 -> 0.98); over
+// the 64 / 94 cells of 64 KiB / 1 MiB this changes, 1.16x / 1.06x and 1.12x / 1.09x.
+constexpr std::int64_t max_avx2_deinterleave_run_bytes_on_zen4 = 4096;
 bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->transposes || output_streams(plan)) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
   const std::size_t ways = shuffle.offsets.size();
   const bool staged = shuffle.segment_copy.copy != nullptr;
-  if (!shuffle.interleave) return staged && plan.width <= 2 && (ways == 4 || ways == 8);
+  if (!shuffle.interleave) {
+    const bool short_runs =
+        shuffle.run.extent * static_cast<std::int64_t>(plan.width) < max_avx2_deinterleave_run_bytes_on_zen4;
+    if (!staged && plan.width == 8 && short_runs && (ways == 2 || ways == 4 || ways == 8)) return true;
+    return staged && plan.width <= 2 && (ways == 4 || ways == 8);
+  }
   if (shuffle.level != isa::avx512) return false;  // the VBMI byte interleaves won
   if (ways == 16) return staged ? plan.width <= 2 : plan.width != 8;
   if (ways == 4 && plan.width == 1) return true;
-  return !staged && ((ways == 8 && (plan.width == 1 || plan.width == 16)) || (ways == 9 && plan.width == 2) ||
-                     (ways == 3 && plan.width == 4));
+  const bool eight_way_lanes = plan.width == 1 || plan.width == 4 || plan.width == 8 || plan.width == 16;
+  return !staged &&
+         ((ways == 8 && eight_way_lanes) || (ways == 9 && plan.width == 2) || (ways == 3 && plan.width == 4));
 }
 
 // Whether a streamed de-interleave's ways' rows continue one another so that b_way can stream
