@@ -1834,14 +1834,15 @@ TEST(PermutePlan, IntelTakesTheAvx2PlanForStagedByteInterleavesAndEightWayDeinte
   set_max_isa(isa::avx512vbmi);
 }
 
-// On a Zen 4 the AVX-512 levels take the AVX2 level's in-place walk of segments for 4- and 8-way
-// de-interleaves of 4-byte lanes too (s2d channels-first K = 3 DCR b4 C16 and b8 C3 of 4-byte
-// elements, [C, 4b, 4b, 4b] -> [b^3 C, 4, 4, 4]), which Intel's cores and a Zen 5 keep staged.
+// On a Zen 4 the AVX-512 levels take the AVX2 level's in-place walk of segments for 2-, 4- and
+// 8-way de-interleaves of 4-byte lanes too (s2d channels-first K = 3 DCR b4 C16, b8 C3 and b2 C4
+// of 4-byte elements, [C, 4b, 4b, 4b] -> [b^3 C, 4, 4, 4]), which Intel's cores and a Zen 5 keep
+// staged.
 // The Zen 4 plans against the element loop on one and two threads.
 TEST(PermutePlan, Zen4TakesTheAvx2SegmentsForDeinterleavesOfFourByteLanes) {
   if (detected_isa() < isa::avx512) GTEST_SKIP() << "needs AVX-512; this CPU has " << to_string(detected_isa());
   std::mt19937_64 rng(193);
-  for (const auto& [channels, b] : {std::pair{16, 4}, std::pair{3, 8}}) {
+  for (const auto& [channels, b] : {std::pair{16, 4}, std::pair{3, 8}, std::pair{4, 2}}) {
     const auto axes = packed_transpose({channels, 4, b, 4, b, 4, b}, {2, 4, 6, 0, 1, 3, 5}, 4);
     const permute_plan avx2_plan = segmented_avx2_plan(axes, 4);
     for (isa cap : {isa::avx512, isa::avx512vbmi}) {
@@ -2037,8 +2038,9 @@ TEST(PermutePlan, Zen4IntelAndSmallZen5OutputsTakeTheAvx2DirectShuffleOverStagin
 // channels-first K = 1 CRD b8 C1), a staged 16-way interleave of 2-byte lanes (d2s channels-last
 // K = 3 CRD b3 C16), a staged 8-way de-interleave of 2-byte lanes (s2d channels-first K = 3 CRD
 // b8 C3), an unstaged 3-way interleave of 4-byte lanes (d2s NCHW b3 C4), an unstaged 8-way
-// interleave of 4-byte lanes (d2s NCHW b8 C3) and an unstaged 4-way de-interleave of 8-byte lanes
-// in runs of 256 bytes (s2d NCHW b4 C3). Zen 5 and the common
+// interleave of 4-byte lanes (d2s NCHW b8 C3), an unstaged 4-way de-interleave of 8-byte lanes
+// in runs of 256 bytes (s2d NCHW b4 C3) and an unstaged 4-way interleave of 8-byte lanes (d2s
+// NCHW b4 C1). Zen 5 and the common
 // rules keep the AVX-512 plans (but for the staged 16-way interleave, 55 KB, which a Zen 5 plans by
 // the Zen 4 staging rules: takes_zen4_staging_rules), as does a Zen 4 where the output streams.
 TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
@@ -2049,7 +2051,8 @@ TEST(PermutePlan, Zen4TakesTheAvx2PlanWhereItsAvx512ShufflesLose) {
                                         {{3, 3, 8, 3, 8, 3, 8}, {0, 2, 4, 6, 1, 3, 5}, 2},
                                         {{4, 3, 3, 85, 85}, {0, 3, 1, 4, 2}, 4},
                                         {{3, 8, 8, 32, 32}, {0, 3, 1, 4, 2}, 4},
-                                        {{3, 32, 4, 32, 4}, {0, 2, 4, 1, 3}, 8}};
+                                        {{3, 32, 4, 32, 4}, {0, 2, 4, 1, 3}, 8},
+                                        {{1, 4, 4, 32, 32}, {0, 3, 1, 4, 2}, 8}};
   const auto streamed = packed_transpose({1, 8, std::int64_t{32} << 20}, {0, 2, 1}, 1);
   for (isa cap : {isa::avx512, isa::avx512vbmi}) {
     if (cap > detected_isa()) continue;

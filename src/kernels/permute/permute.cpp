@@ -2250,7 +2250,10 @@ bool loses_to_avx2_on_zen5(const permute_plan& plan) {
 // process, each cell alone (bench/plan_ab, both orders), one / two threads: 32 cells of 64 KiB
 // 1.44x / 1.17x (1.02-1.91x), 22 of 1 MiB 1.37x / 1.37x (1.02-2.13x; s2d channels-first K = 3 DCR
 // b8 C3 of 4-byte elements 0.47 -> 0.82 of memcpy), 7 of 16 MiB (planned for the cache) 1.17x /
-// 1.15x (0.97-1.29x), 2 of 256 MiB 1.24x / 1.22x. Not measured on a Zen 5.
+// 1.15x (0.97-1.29x), 2 of 256 MiB 1.24x / 1.22x. And 2-way de-interleaves of 1-, 2- and 4-byte
+// lanes where the AVX2 level walks them in place (s2d channels-first K = 3 and NCHW b2 of few
+// channels or of many bytes): 9 cells of 64 KiB 1.30x / 1.29x (0.89-1.63x), 6 of 1 MiB 1.20x /
+// 1.25x (1.15-1.31x). Not measured on a Zen 5.
 bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
@@ -2259,7 +2262,8 @@ bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (stages_where_avx2_segments_win_on_intel(plan)) return true;
   const std::size_t ways = shuffle.offsets.size();
   if (shuffle.interleave) return ways == 3 && plan.width == 4;
-  if ((ways == 4 || ways == 8) && plan.width == 4) return runtime::planning_core_kind() == runtime::core_kind::amd_zen4;
+  const bool zen4 = runtime::planning_core_kind() == runtime::core_kind::amd_zen4;
+  if (((ways == 4 || ways == 8) && plan.width == 4) || (ways == 2 && plan.width <= 4)) return zen4;
   return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
 }
 
@@ -2373,16 +2377,20 @@ bool stages_interleave_where_avx2_wins_on_zen4(const permute_plan& plan) {
 // and channels-last K = 3, d2s NHWC and channels-last K = 3 CRD, s2d channels-first K = 1 CRD of
 // several channels at 64 KiB) 0.99-1.60x / 0.98-1.34x at 64 KiB
 // and 0.96-1.52x / 0.94-1.48x at 1 MiB (s2d channels-first K = 3 DCR b4 C4 0.70 -> 0.98); over
-// the 64 / 94 cells of 64 KiB / 1 MiB this changes, 1.16x / 1.06x and 1.12x / 1.09x.
-constexpr std::int64_t max_avx2_deinterleave_run_bytes_on_zen4 = 4096;
+// the 64 / 94 cells of 64 KiB / 1 MiB this changes, 1.16x / 1.06x and 1.12x / 1.09x. So do
+// unstaged 4-way interleaves of 8-byte lanes in runs under 4 KiB (d2s NCHW b4, s2d channels-last
+// K = 3 b2 C1 / C4, NHWC CRD b2 C16 / C64 and b4 C1): the 11 / 15 cells of 64 KiB / 1 MiB, alone,
+// both orders, 1.30x / 1.08x (0.98-1.51x) and 1.11x / 1.09x (1.01-1.42x); longer runs (d2s
+// channels-first K = 1 b4, one run per channel) went 0.83-1.15x and keep theirs.
+constexpr std::int64_t max_avx2_eight_byte_lane_run_bytes_on_zen4 = 4096;
 bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->transposes || output_streams(plan)) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
   const std::size_t ways = shuffle.offsets.size();
   const bool staged = shuffle.segment_copy.copy != nullptr;
+  const bool short_runs =
+      shuffle.run.extent * static_cast<std::int64_t>(plan.width) < max_avx2_eight_byte_lane_run_bytes_on_zen4;
   if (!shuffle.interleave) {
-    const bool short_runs =
-        shuffle.run.extent * static_cast<std::int64_t>(plan.width) < max_avx2_deinterleave_run_bytes_on_zen4;
     if (!staged && plan.width == 8 && short_runs && (ways == 2 || ways == 4 || ways == 8)) return true;
     return staged && plan.width <= 2 && (ways == 4 || ways == 8);
   }
@@ -2390,8 +2398,8 @@ bool loses_to_avx2_on_zen4(const permute_plan& plan) {
   if (ways == 16) return staged ? plan.width <= 2 : plan.width != 8;
   if (ways == 4 && plan.width == 1) return true;
   const bool eight_way_lanes = plan.width == 1 || plan.width == 4 || plan.width == 8 || plan.width == 16;
-  return !staged &&
-         ((ways == 8 && eight_way_lanes) || (ways == 9 && plan.width == 2) || (ways == 3 && plan.width == 4));
+  return !staged && ((ways == 8 && eight_way_lanes) || (ways == 4 && plan.width == 8 && short_runs) ||
+                     (ways == 9 && plan.width == 2) || (ways == 3 && plan.width == 4));
 }
 
 // Whether a streamed de-interleave's ways' rows continue one another so that b_way can stream
