@@ -2253,16 +2253,23 @@ bool loses_to_avx2_on_zen5(const permute_plan& plan) {
 // 1.15x (0.97-1.29x), 2 of 256 MiB 1.24x / 1.22x. And 2-way de-interleaves of 1-, 2- and 4-byte
 // lanes where the AVX2 level walks them in place (s2d channels-first K = 3 and NCHW b2 of few
 // channels or of many bytes): 9 cells of 64 KiB 1.30x / 1.29x (0.89-1.63x), 6 of 1 MiB 1.20x /
-// 1.25x (1.15-1.31x). Not measured on a Zen 5.
+// 1.25x (1.15-1.31x). Not measured on a Zen 5. And on a Zen 4 de-interleaves whose output streams
+// short of far past the cache take the segments too, for 4 ways and for 2 ways of bytes (the
+// loss the exception above records was a Zen 5's): the 20 cells of 16 MiB this changes (s2d
+// channels-first K = 3 b2 C64 and b4, channels-last K = 3 and NHWC CRD of 4 channels), each alone
+// (bench/plan_ab, both orders), 1.20x / 1.21x on one / two threads (0.93-1.47x; s2d channels-last
+// K = 3 CRD b3 C4 of 8-byte elements 0.30 -> 0.43 of memcpy). Far past the cache not measured.
 bool stages_where_avx2_segments_win_on_amd(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->segment_copy.copy == nullptr || plan.shuffle->transposes) return false;
   const shuffle_tile& shuffle = *plan.shuffle;
   if (shuffle.run.extent * static_cast<std::int64_t>(plan.width) < 8) return false;
-  if (!shuffle.interleave && output_streams(plan)) return false;
-  if (stages_where_avx2_segments_win_on_intel(plan)) return true;
   const std::size_t ways = shuffle.offsets.size();
-  if (shuffle.interleave) return ways == 3 && plan.width == 4;
   const bool zen4 = runtime::planning_core_kind() == runtime::core_kind::amd_zen4;
+  if (!shuffle.interleave && output_streams(plan)) {
+    return zen4 && !far_past_the_cache(plan) && (ways == 4 || (ways == 2 && plan.width == 1));
+  }
+  if (stages_where_avx2_segments_win_on_intel(plan)) return true;
+  if (shuffle.interleave) return ways == 3 && plan.width == 4;
   if (((ways == 4 || ways == 8) && plan.width == 4) || (ways == 2 && plan.width <= 4)) return zen4;
   return (ways == 3 && plan.width >= 4) || (ways == 2 && plan.width == 8);
 }
