@@ -1160,7 +1160,7 @@ constexpr std::int64_t tiny_staged_call_bytes = 256;
 // opposite): d2s NHWC DCR of 9- and 12-byte runs 0.44-0.99x on one thread at 64 KiB and 1 MiB,
 // d2s channels-last K = 3 DCR 1.05-1.27x on one thread but 0.88-1.03x on two at 1 MiB. Tiles of 2
 // columns (s2d NHWC and channels-last K = 3 DCR b2 C3 of bytes) lost at 256 MiB as well
-// (0.64-0.97x, bench/plan_ab).
+// (0.64-0.97x, bench/plan_ab). Not measured on Intel's cores or a Zen 5.
 constexpr std::int64_t min_spilled_columns_over_gather = 8;
 constexpr std::int64_t min_spilled_columns_over_gather_far_past_the_cache = 3;
 bool keeps_spilled_runs_over_gather(const permute_plan& plan) {
@@ -2620,7 +2620,7 @@ constexpr std::size_t max_prefetching_costly_deinterleave_ways = 16;
 // 0.996-1.014x (most of their runs are under 512 bytes or continued, and prefetch nothing); at
 // 16 MiB 1.00-1.02x per layout. Timed alone, the s2d NCHW / NCHW_VECT_C cells that had moved most
 // went 1.03-1.22x at 1 MiB and 0.95-1.38x at 16 MiB (b8 of 2-byte elements, 0.40 -> 0.55 of
-// memcpy).
+// memcpy). The AVX-512 level's prefetch is not measured on Intel's cores or a Zen 5.
 constexpr std::int64_t min_next_run_prefetch_output_bytes = std::int64_t{256} << 10;
 bool deinterleaves_prefetch_next_run(const permute_plan& plan) {
   if (!plan.shuffle || plan.shuffle->interleave || plan.shuffle->level < isa::avx2) return false;
@@ -2829,6 +2829,7 @@ namespace {
 // 1.13x / 1.14x. The losses are d2s channels-last K = 3 b3 of 3 or 4 channels, rows of 3-8 runs
 // (0.91-0.98x at 64 KiB, 0.83-0.91x on two threads at 1 MiB); rows of few runs, whose last run
 // each stays exact, gained least everywhere (0.95-1.16x for up to 8 runs, 1.25-1.53x from 14).
+// The AVX-512 level's spill is not measured on Intel's cores or a Zen 5.
 // Tiles whose planes continue their runs in the source (s2d channels-last K = 3 b2 / b3 of few
 // channels) had walked those planes innermost at the AVX2 level in the cache (6fc27af, measured on
 // a Zen 3 against the plain copy before this one existed); on a Zen 4 that walk lost to the copy
