@@ -1146,10 +1146,10 @@ constexpr double max_gather_steps_over_cached_staging = 5.2;
 // Staged shuffle calls under this many bytes are all overhead (see gather_beats).
 constexpr std::int64_t tiny_staged_call_bytes = 256;
 
-// Whether the plan's spilling run copy (spills_short_runs) keeps its place over a VBMI gather:
-// where the output streams, tiles of 8 columns or more (d2s channels-last K = 3 DCR / CRD of
-// 1-3 channels, each output row's runs from source pixels apart), and far past the cache tiles of
-// 3 or more (s2d NHWC and channels-last K = 3 b3 of few channels, too). Zen 4 (2 vCPUs), the grid
+// Whether the plan's spilling run copy (spills_short_runs) keeps its place over any VBMI gather
+// (prefer_gather): where the output streams, tiles of 8 columns or more (d2s channels-last K = 3
+// DCR / CRD of 1-3 channels, each output row's runs from source pixels apart), and far past the
+// cache tiles of 3 or more (s2d NHWC and channels-last K = 3 b3 of few channels, too). Zen 4 (2 vCPUs), the grid
 // cells this changes, both plans in alternate processes (regrid bench, 3 pairs at 16 MiB, 2 at
 // 256 MiB; one plan streams and the other not at 16 MiB), one / two threads: d2s channels-last
 // K = 3 b2 C3 of bytes and b3 C1 of 2-byte elements 1.21-1.31x / 0.97-1.23x at 16 MiB (0.38 ->
@@ -1391,7 +1391,6 @@ bool gather_beats(const permute_plan& plan, double steps, std::int64_t block_byt
     return (run_bytes < 16 && ways == 4) || (run_bytes < 32 && steps <= 1) ||
            (tile.interleave && ways == 2 && run_bytes <= max_gathered_two_way_staged_run_bytes) || line_runs_in_cache;
   }
-  if (keeps_spilled_runs_over_gather(plan)) return false;
   if (plan.width < 16) return steps <= 3;
   // Run copies of 24- and 48-byte elements (two overlapping 16- or 32-byte pieces each) lose to
   // gathers of up to two steps only where the gather streams its strips into an output the
@@ -1448,7 +1447,6 @@ bool block_gather_beats(const permute_plan& plan, double steps, std::int64_t blo
     const bool power_of_two = std::has_single_bit(tile.offsets.size());
     return run_bytes < 8 || (tile.segment_copy.copy == nullptr && !power_of_two && run_bytes < 64 && steps <= 3);
   }
-  if (keeps_spilled_runs_over_gather(plan)) return false;
   return plan.width < 8 || (plan.width < 16 && steps <= 2);
 }
 
@@ -1836,6 +1834,11 @@ void prefer_gather(permute_plan& plan, const axis_list& normalized, std::size_t 
   // (d2s / s2d NHWC CRD b3 C4 and NCHW CRD b4 C64 of 8-byte elements at 64 KiB and 1 MiB), six
   // alternations: 1.15-1.75x per cell on one thread, 0.90-1.75x on two (1.23x over all).
   if (vbmi && takes_amd_rules(runtime::planning_core_kind()) && loses_to_avx2_on_amd(plan)) return;
+  // Nor does a spilled run copy that beats any VBMI gather (unless a test forces gathers).
+  if (vbmi && gather_forced.load(std::memory_order_relaxed) == gather_forcing::off &&
+      keeps_spilled_runs_over_gather(plan)) {
+    return;
+  }
   auto periodic_beats = [&](double steps, std::int64_t period_bytes, std::int64_t block_bytes, std::int64_t row_bytes) {
     return vbmi ? gather_beats(plan, steps, block_bytes, row_bytes)
                 : avx2_gather_beats(plan, steps, period_bytes, row_bytes, false);
